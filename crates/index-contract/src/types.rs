@@ -1,0 +1,375 @@
+//! The wire types of the seam. Everything here is serde-serializable with snake_case names.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::CancelSignal;
+
+/// How a query is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// Native bounded substring search over the worktree; identical with or without an index.
+    Literal,
+    /// The host index's hits, with relevance scores.
+    IndexedLiteral,
+    /// The host index's semantic hits; only from a backend that declares the capability.
+    Semantic,
+}
+
+impl SearchMode {
+    /// Every mode, in a fixed order.
+    pub const ALL: [SearchMode; 3] = [
+        SearchMode::Literal,
+        SearchMode::IndexedLiteral,
+        SearchMode::Semantic,
+    ];
+
+    /// The wire name: `literal`, `indexed_literal` or `semantic`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Literal => "literal",
+            SearchMode::IndexedLiteral => "indexed_literal",
+            SearchMode::Semantic => "semantic",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        SearchMode::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Whether this mode is served by an index backend (and so its output is untrusted).
+    pub const fn is_indexed(self) -> bool {
+        !matches!(self, SearchMode::Literal)
+    }
+}
+
+impl std::fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The frozen index state machine: exactly these five states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexState {
+    /// Nothing indexed yet.
+    Empty,
+    /// A build or update is under way and nothing committed can be served.
+    Building,
+    /// Committed and servable, subject to the freshness policy.
+    Ready,
+    /// The backend itself knows it is behind the worktree.
+    Stale,
+    /// The backend cannot serve (corrupt, or a build failed).
+    Failed,
+}
+
+impl IndexState {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            IndexState::Empty => "empty",
+            IndexState::Building => "building",
+            IndexState::Ready => "ready",
+            IndexState::Stale => "stale",
+            IndexState::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for IndexState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A point in time: whole milliseconds since the Unix epoch, on the wire as an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UnixMillis(pub u64);
+
+impl UnixMillis {
+    /// Converts a `SystemTime`; times before the epoch become 0.
+    pub fn from_system_time(t: SystemTime) -> UnixMillis {
+        let ms = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis();
+        UnixMillis(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
+    /// The current wall-clock time. (Reading the clock is the only thing here that touches the
+    /// outside world; the guard never calls it, it is handed `now`.)
+    pub fn now() -> UnixMillis {
+        UnixMillis::from_system_time(SystemTime::now())
+    }
+}
+
+/// What a backend says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexStatus {
+    /// The state.
+    pub state: IndexState,
+    /// The revision of the worktree the index attests to, if any.
+    #[serde(default)]
+    pub source_revision: Option<String>,
+    /// When the index was last committed, if known.
+    #[serde(default)]
+    pub updated_at: Option<UnixMillis>,
+}
+
+impl IndexStatus {
+    /// A status with no revision and no timestamp.
+    pub fn new(state: IndexState) -> IndexStatus {
+        IndexStatus {
+            state,
+            source_revision: None,
+            updated_at: None,
+        }
+    }
+}
+
+/// What a backend declares it can do. Declared, never inferred.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendCapabilities {
+    /// Whether the backend serves `semantic` queries.
+    pub semantic: bool,
+}
+
+/// One change to the worktree, as a host reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A new file.
+    Add {
+        /// Repo-relative path.
+        path: String,
+    },
+    /// A changed file.
+    Edit {
+        /// Repo-relative path.
+        path: String,
+    },
+    /// A moved file. Routed as a removal of `old_path` plus an add of `path`.
+    Rename {
+        /// The path it had.
+        old_path: String,
+        /// The path it has now.
+        path: String,
+    },
+    /// A removed file. Routed to the backend's `remove`.
+    Delete {
+        /// Repo-relative path.
+        path: String,
+    },
+}
+
+impl Change {
+    /// The path the change leaves behind (for `delete`, the path removed).
+    pub fn path(&self) -> &str {
+        match self {
+            Change::Add { path }
+            | Change::Edit { path }
+            | Change::Rename { path, .. }
+            | Change::Delete { path } => path,
+        }
+    }
+}
+
+/// An update: changes plus the identity and revision they bring the index to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateRequest {
+    /// Which repository.
+    pub repository_id: String,
+    /// Which worktree of it.
+    pub worktree_id: String,
+    /// The revision the index attests once this update commits.
+    pub source_revision: String,
+    /// The changes. After routing by the facade a backend only sees `add` and `edit`.
+    pub changes: Vec<Change>,
+}
+
+/// Paths to drop from the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveRequest {
+    /// Repo-relative paths.
+    pub paths: Vec<String>,
+}
+
+/// A query, as the operations and the backend receive it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SearchRequest {
+    /// The text to look for; a fixed string in the literal modes.
+    pub query: String,
+    /// How to answer.
+    pub mode: SearchMode,
+    /// Optional repo-relative directory or file to search within.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Most hits wanted; clamped to the configured cap. `None` means the cap.
+    #[serde(default)]
+    pub max_results: Option<usize>,
+    /// Case-insensitive matching (Unicode simple case folding).
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// How long the query may take; clamped to the configured cap. `None` means the cap.
+    #[serde(default, with = "opt_millis", rename = "deadline_ms")]
+    pub deadline: Option<Duration>,
+    /// Cancels the query when fired. Not serialized: it lives in one process.
+    #[serde(skip)]
+    pub signal: CancelSignal,
+}
+
+impl SearchRequest {
+    /// A request with defaults for everything but the query and mode.
+    pub fn new(query: impl Into<String>, mode: SearchMode) -> SearchRequest {
+        SearchRequest {
+            query: query.into(),
+            mode,
+            path: None,
+            max_results: None,
+            case_insensitive: false,
+            deadline: None,
+            signal: CancelSignal::new(),
+        }
+    }
+}
+
+mod opt_millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .serialize(s)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+/// A hit as a backend returns it: untrusted until the guard has checked it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendHit {
+    /// Repo-relative path, `/`-separated.
+    pub path: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based byte column.
+    pub column: u64,
+    /// Text around the match.
+    pub snippet: String,
+    /// Relevance in `[0, 1]`.
+    pub score: f64,
+}
+
+/// A backend's answer: the hits, whether it stopped early, and the status of the committed
+/// version the hits were read from (so the provenance cannot be made a lie by a concurrent update).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendSearchResponse {
+    /// The status of the version searched.
+    pub status: IndexStatus,
+    /// Hits, best first.
+    pub hits: Vec<BackendHit>,
+    /// `false` when the backend knows there were more hits than it returned.
+    pub complete: bool,
+}
+
+/// Why an answer is incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The result cap was reached.
+    MaxResults,
+    /// The deadline passed (literal mode returns what it found by then).
+    Deadline,
+    /// The caller cancelled (literal mode returns what it found by then).
+    Cancelled,
+}
+
+/// One hit, as the caller sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// Repo-relative path, `/`-separated.
+    pub path: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based byte column of the first match on the line.
+    pub column: u64,
+    /// The line, or a window of it around the match when it is over the snippet cap.
+    pub snippet: String,
+    /// Whether `snippet` was cut.
+    pub snippet_truncated: bool,
+    /// Relevance in `[0, 1]`; index modes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// Files the literal search passed over, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedFiles {
+    /// Binary files (a NUL byte), as ripgrep decides.
+    pub binary: u64,
+    /// Files whose names are not UTF-8, which cannot be reported faithfully as JSON strings.
+    pub non_utf8_path: u64,
+    /// Files that could not be opened or read.
+    pub unreadable: u64,
+    /// Files never reached because the search stopped (cap, deadline or cancel) first.
+    pub not_reached: u64,
+}
+
+/// How much work an answer reflects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchStats {
+    /// Files searched to the end or until they produced enough hits (literal mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_searched: Option<u64>,
+    /// Files skipped, by reason (literal mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_skipped: Option<SkippedFiles>,
+    /// Hits the backend returned before the trust gate (index modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_hits: Option<u64>,
+    /// Hits dropped because their path had been seen already (index modes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicates_removed: Option<u64>,
+}
+
+/// Where index hits came from: the state of the version that was searched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The mode that served the hits.
+    pub mode: SearchMode,
+    /// The state of the version searched (always `ready` once the gate has passed it).
+    pub state: IndexState,
+    /// The revision the index attested.
+    pub source_revision: Option<String>,
+    /// When that version was committed.
+    pub updated_at: Option<UnixMillis>,
+}
+
+/// An answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    /// The mode that answered.
+    pub mode: SearchMode,
+    /// The hits: by path, line, column in literal mode; best first in the index modes.
+    pub hits: Vec<SearchHit>,
+    /// Whether every hit there is was returned.
+    pub complete: bool,
+    /// Why not, when `complete` is false.
+    pub stopped: Option<StopReason>,
+    /// How much work the answer reflects.
+    pub stats: SearchStats,
+    /// Index provenance (index modes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexed: Option<Provenance>,
+    /// Always `true` in the index modes: index text is not fact, and a mutation needs a fresh read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted_index: Option<bool>,
+}

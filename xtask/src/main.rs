@@ -1,1 +1,74 @@
-fn main() {}
+//! Project automation. `cargo xtask help` lists the commands.
+//!
+//! The peers that tests need (ripgrep now; later others) are installed under `target/tools` by the
+//! project's own commands, so the test suite never depends on what a machine happens to have.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod ci;
+
+const HELP: &str = "\
+cargo xtask <command>
+
+commands:
+  ci       install the test peers, then fmt --check, clippy -D warnings, tests, docs
+  tools    install the test peers into target/tools (ripgrep)
+  help     this text
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci::ci(&args[1..]),
+        Some("tools") => ci::tools(),
+        Some("help") | None => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown command `{other}`\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root.
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// Runs a command in the workspace root, echoing it, and fails on a non-zero exit.
+pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {
+    cmd.current_dir(root());
+    eprintln!("$ {}", describe(cmd));
+    let status = cmd
+        .status()
+        .map_err(|e| format!("could not start `{}`: {e}", describe(cmd)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{}` failed with {status}", describe(cmd)))
+    }
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+pub(crate) fn cargo() -> Command {
+    Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}

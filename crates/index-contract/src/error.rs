@@ -88,6 +88,8 @@ pub enum PathRejection {
     Lookalike,
     /// The path is not inside the requested scope.
     OutsideScope,
+    /// The path passes through a symbolic link, which the search never follows.
+    Symlink,
 }
 
 impl PathRejection {
@@ -108,6 +110,7 @@ impl PathRejection {
                 "the path contains a look-alike separator or dot, or an invisible character"
             }
             PathRejection::OutsideScope => "the path is outside the requested scope",
+            PathRejection::Symlink => "the path passes through a symbolic link",
         }
     }
 }
@@ -206,7 +209,9 @@ pub enum IndexError {
     #[error("the index does not say when it was last updated; update it and retry")]
     NoUpdatedAt,
     /// The index is older than the freshness window.
-    #[error("the index was updated {age_ms} ms ago, more than the {max_age_ms} ms allowed; update it and retry")]
+    #[error(
+        "the index was updated {age_ms} ms ago, more than the {max_age_ms} ms allowed; update it and retry"
+    )]
     TooOld {
         /// How old the index is.
         age_ms: u64,

@@ -34,6 +34,7 @@
 //! assert_eq!(json["mode"], "literal");
 //! ```
 #![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod error;
 pub mod limits;

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-
 use crate::IndexError;
 
 /// Default freshness window: 60 000 ms.
@@ -116,11 +115,7 @@ impl SearchLimits {
         snippet_bytes: usize,
         deadline: Duration,
     ) -> Result<Self, IndexError> {
-        capped(
-            "max_results",
-            max_results as u64,
-            HARD_MAX_RESULTS as u64,
-        )?;
+        capped("max_results", max_results as u64, HARD_MAX_RESULTS as u64)?;
         capped(
             "snippet_bytes",
             snippet_bytes as u64,

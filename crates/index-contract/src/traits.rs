@@ -5,9 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use crate::{
-    BackendCapabilities, BackendSearchResponse, IndexError, IndexStatus, RemoveRequest,
-    SearchMode, SearchRequest, SearchResult, UpdateRequest,
-    limits::SearchLimits,
+    BackendCapabilities, BackendSearchResponse, IndexError, IndexStatus, RemoveRequest, SearchMode,
+    SearchRequest, SearchResult, UpdateRequest, limits::SearchLimits,
 };
 
 /// A boxed, sendable future.

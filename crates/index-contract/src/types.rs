@@ -95,7 +95,10 @@ pub struct UnixMillis(pub u64);
 impl UnixMillis {
     /// Converts a `SystemTime`; times before the epoch become 0.
     pub fn from_system_time(t: SystemTime) -> UnixMillis {
-        let ms = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis();
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_millis();
         UnixMillis(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
@@ -319,7 +322,8 @@ pub struct SkippedFiles {
     pub non_utf8_path: u64,
     /// Files that could not be opened or read.
     pub unreadable: u64,
-    /// Files never reached because the search stopped (cap, deadline or cancel) first.
+    /// Files the walk handed over after the search had stopped (deadline or cancel), so never
+    /// searched. The walk quits at once, so files it had not listed yet are not counted.
     pub not_reached: u64,
 }
 

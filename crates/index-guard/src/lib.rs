@@ -39,6 +39,7 @@
 //! assert_eq!(ok.hits.len(), 1);
 //! ```
 #![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod freshness;
 mod mode;

@@ -28,7 +28,8 @@ const LOOKALIKES: &[char] = &[
     '\u{200D}', // ZERO WIDTH JOINER
     '\u{200E}', // LEFT-TO-RIGHT MARK
     '\u{200F}', // RIGHT-TO-LEFT MARK
-    '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', // bidi embeddings and overrides
+    '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}',
+    '\u{202E}', // bidi embeddings and overrides
     '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', // bidi isolates
     '\u{FEFF}', // ZERO WIDTH NO-BREAK SPACE
 ];

@@ -20,7 +20,12 @@ pub fn truncate_str(s: &str, cap: usize) -> (&str, bool) {
 /// than the line's start. Window edges are moved onto UTF-8 boundaries, and bytes that are not
 /// UTF-8 are replaced with U+FFFD, never dropped; the result is cut again if replacement made it
 /// grow past `cap`. Returns the snippet and whether anything was cut.
-pub fn snippet_window(line: &[u8], match_start: usize, match_end: usize, cap: usize) -> (String, bool) {
+pub fn snippet_window(
+    line: &[u8],
+    match_start: usize,
+    match_end: usize,
+    cap: usize,
+) -> (String, bool) {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.len() <= cap {

@@ -102,16 +102,14 @@ pub fn validate_update(
     }
     Ok(RoutedUpdate {
         removals: (!removed.is_empty()).then_some(RemoveRequest { paths: removed }),
-        update: UpdateRequest {
-            changes,
-            ..request
-        },
+        update: UpdateRequest { changes, ..request },
     })
 }
 
 /// The bytes an update carries, as the specification counts them: paths, old paths, revision, ids.
 pub fn update_bytes(request: &UpdateRequest) -> usize {
-    let ids = request.repository_id.len() + request.worktree_id.len() + request.source_revision.len();
+    let ids =
+        request.repository_id.len() + request.worktree_id.len() + request.source_revision.len();
     request.changes.iter().fold(ids, |acc, c| {
         acc + match c {
             Change::Rename { old_path, path } => old_path.len() + path.len(),

@@ -304,8 +304,20 @@ fn attested_revision_with_control_characters_is_untrusted() {
 
 #[test]
 fn hostile_hit_paths_are_untrusted() {
-    for p in ["/etc/passwd", "C:/x", "\\\\server\\share", "a/../../b", "a\\b", "a\0b", "a//b", ""] {
-        check(hits(vec![hit("ok.rs", 0.5), hit(p, 0.5)]), Expected::Code(ErrorCode::Untrusted));
+    for p in [
+        "/etc/passwd",
+        "C:/x",
+        "\\\\server\\share",
+        "a/../../b",
+        "a\\b",
+        "a\0b",
+        "a//b",
+        "",
+    ] {
+        check(
+            hits(vec![hit("ok.rs", 0.5), hit(p, 0.5)]),
+            Expected::Code(ErrorCode::Untrusted),
+        );
     }
 }
 
@@ -319,7 +331,10 @@ fn hit_outside_scope_is_untrusted_component_wise() {
     };
     check(scoped("srcx/a.rs"), Expected::Code(ErrorCode::Untrusted));
     check(scoped("lib/a.rs"), Expected::Code(ErrorCode::Untrusted));
-    check(scoped("src"), Expected::Hits(vec![("src", "text of src", false)], false));
+    check(
+        scoped("src"),
+        Expected::Hits(vec![("src", "text of src", false)], false),
+    );
     check(
         scoped("src/a.rs"),
         Expected::Hits(vec![("src/a.rs", "text of src/a.rs", false)], false),
@@ -328,12 +343,25 @@ fn hit_outside_scope_is_untrusted_component_wise() {
 
 #[test]
 fn bad_scores_fail_the_whole_query() {
-    for s in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0001, 1.0001, -1.0] {
-        check(hits(vec![hit("a", 0.5), hit("b", s)]), Expected::Code(ErrorCode::Untrusted));
+    for s in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.0001,
+        1.0001,
+        -1.0,
+    ] {
+        check(
+            hits(vec![hit("a", 0.5), hit("b", s)]),
+            Expected::Code(ErrorCode::Untrusted),
+        );
     }
     check(
         hits(vec![hit("a", 0.0), hit("b", 1.0)]),
-        Expected::Hits(vec![("a", "text of a", false), ("b", "text of b", false)], false),
+        Expected::Hits(
+            vec![("a", "text of a", false), ("b", "text of b", false)],
+            false,
+        ),
     );
 }
 
@@ -353,7 +381,10 @@ fn duplicate_paths_are_deduped_first_wins() {
     second.snippet = "second".into();
     check(
         hits(vec![hit("a", 0.5), second, hit("b", 0.4)]),
-        Expected::Hits(vec![("a", "text of a", false), ("b", "text of b", false)], false),
+        Expected::Hits(
+            vec![("a", "text of a", false), ("b", "text of b", false)],
+            false,
+        ),
     );
 }
 
@@ -381,7 +412,10 @@ fn more_hits_than_cap_are_cut_and_marked() {
             max_results: 2,
             snippet_bytes: 100,
         },
-        Expected::Hits(vec![("a", "text of a", false), ("b", "text of b", false)], true),
+        Expected::Hits(
+            vec![("a", "text of a", false), ("b", "text of b", false)],
+            true,
+        ),
     );
 }
 
@@ -436,14 +470,43 @@ fn update_over_byte_cap_is_limit() {
 
 #[test]
 fn update_ids_that_are_unbounded_or_carry_credentials_are_refused() {
-    let cases: Vec<(fn(&mut UpdateRequest, String), String, ErrorCode)> = vec![
-        (|r, v| r.repository_id = v, "x".repeat(257), ErrorCode::Limit),
-        (|r, v| r.repository_id = v, "https://user:ghp_secret@github.com/o/r".into(), ErrorCode::Untrusted),
-        (|r, v| r.repository_id = v, "ssh://git@host/o/r".into(), ErrorCode::Untrusted),
-        (|r, v| r.worktree_id = v, "main\nextra".into(), ErrorCode::Untrusted),
-        (|r, v| r.worktree_id = v, String::new(), ErrorCode::Untrusted),
-        (|r, v| r.source_revision = v, "abc\u{7f}".into(), ErrorCode::Untrusted),
-        (|r, v| r.source_revision = v, "r".repeat(300), ErrorCode::Limit),
+    type SetId = fn(&mut UpdateRequest, String);
+    let cases: Vec<(SetId, String, ErrorCode)> = vec![
+        (
+            |r, v| r.repository_id = v,
+            "x".repeat(257),
+            ErrorCode::Limit,
+        ),
+        (
+            |r, v| r.repository_id = v,
+            "https://user:ghp_secret@github.com/o/r".into(),
+            ErrorCode::Untrusted,
+        ),
+        (
+            |r, v| r.repository_id = v,
+            "ssh://git@host/o/r".into(),
+            ErrorCode::Untrusted,
+        ),
+        (
+            |r, v| r.worktree_id = v,
+            "main\nextra".into(),
+            ErrorCode::Untrusted,
+        ),
+        (
+            |r, v| r.worktree_id = v,
+            String::new(),
+            ErrorCode::Untrusted,
+        ),
+        (
+            |r, v| r.source_revision = v,
+            "abc\u{7f}".into(),
+            ErrorCode::Untrusted,
+        ),
+        (
+            |r, v| r.source_revision = v,
+            "r".repeat(300),
+            ErrorCode::Limit,
+        ),
     ];
     for (set, value, code) in cases {
         let mut request = update(vec![]);
@@ -476,10 +539,20 @@ fn update_ids_that_are_unbounded_or_carry_credentials_are_refused() {
 fn update_paths_pass_the_containment_check() {
     for change in [
         add("../x"),
-        Change::Edit { path: "/abs".into() },
-        Change::Delete { path: "a\\b".into() },
-        Change::Rename { old_path: "../old".into(), path: "new".into() },
-        Change::Rename { old_path: "old".into(), path: "a//new".into() },
+        Change::Edit {
+            path: "/abs".into(),
+        },
+        Change::Delete {
+            path: "a\\b".into(),
+        },
+        Change::Rename {
+            old_path: "../old".into(),
+            path: "new".into(),
+        },
+        Change::Rename {
+            old_path: "old".into(),
+            path: "a//new".into(),
+        },
     ] {
         check(
             Input::Update {
@@ -497,8 +570,13 @@ fn rename_routes_as_remove_plus_add_and_delete_routes_to_remove() {
         Input::Update {
             request: update(vec![
                 add("a"),
-                Change::Rename { old_path: "old".into(), path: "new".into() },
-                Change::Delete { path: "gone".into() },
+                Change::Rename {
+                    old_path: "old".into(),
+                    path: "new".into(),
+                },
+                Change::Delete {
+                    path: "gone".into(),
+                },
                 Change::Edit { path: "e".into() },
             ]),
             limits: UpdateLimits::default(),
@@ -507,7 +585,11 @@ fn rename_routes_as_remove_plus_add_and_delete_routes_to_remove() {
             removals: Some(RemoveRequest {
                 paths: vec!["old".into(), "gone".into()],
             }),
-            update: update(vec![add("a"), add("new"), Change::Edit { path: "e".into() }]),
+            update: update(vec![
+                add("a"),
+                add("new"),
+                Change::Edit { path: "e".into() },
+            ]),
         }),
     );
 }

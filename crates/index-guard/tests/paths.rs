@@ -71,7 +71,10 @@ fn hostile_paths_are_rejected() {
         (long.as_str(), TooLong),
         (long_segment.as_str(), TooLong),
     ];
-    assert!(table.len() >= 50, "the table must hold at least 50 hostile paths");
+    assert!(
+        table.len() >= 50,
+        "the table must hold at least 50 hostile paths"
+    );
     for (path, reason) in table {
         check(path, Err(*reason));
     }

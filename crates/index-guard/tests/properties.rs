@@ -26,15 +26,20 @@ fn score_strategy() -> impl Strategy<Value = f64> {
 }
 
 fn hit_strategy() -> impl Strategy<Value = BackendHit> {
-    (path_strategy(), 0u64..4, 0u64..4, ".{0,40}", score_strategy()).prop_map(
-        |(path, line, column, snippet, score)| BackendHit {
+    (
+        path_strategy(),
+        0u64..4,
+        0u64..4,
+        ".{0,40}",
+        score_strategy(),
+    )
+        .prop_map(|(path, line, column, snippet, score)| BackendHit {
             path,
             line,
             column,
             snippet,
             score,
-        },
-    )
+        })
 }
 
 proptest! {
@@ -153,16 +158,27 @@ fn config_above_hard_cap_is_refused_and_requests_are_clamped() {
     ] {
         assert_eq!(err.code(), ErrorCode::Limit, "{err}");
     }
-    let at_caps = SearchLimits::new(HARD_MAX_RESULTS, HARD_SNIPPET_BYTES, Duration::from_millis(HARD_DEADLINE_MS)).unwrap();
+    let at_caps = SearchLimits::new(
+        HARD_MAX_RESULTS,
+        HARD_SNIPPET_BYTES,
+        Duration::from_millis(HARD_DEADLINE_MS),
+    )
+    .unwrap();
     assert_eq!(at_caps.max_results(), HARD_MAX_RESULTS);
     let limits = SearchLimits::default();
     assert_eq!(limits.max_results(), DEFAULT_MAX_RESULTS);
     assert_eq!(limits.snippet_bytes(), DEFAULT_SNIPPET_BYTES);
-    assert_eq!(limits.deadline(), Duration::from_millis(DEFAULT_DEADLINE_MS));
+    assert_eq!(
+        limits.deadline(),
+        Duration::from_millis(DEFAULT_DEADLINE_MS)
+    );
     assert_eq!(limits.clamp_max_results(Some(50_000)), DEFAULT_MAX_RESULTS);
     assert_eq!(limits.clamp_max_results(Some(7)), 7);
     assert_eq!(limits.clamp_max_results(None), DEFAULT_MAX_RESULTS);
-    assert_eq!(limits.clamp_deadline(Some(Duration::from_secs(500))), Duration::from_millis(DEFAULT_DEADLINE_MS));
+    assert_eq!(
+        limits.clamp_deadline(Some(Duration::from_secs(500))),
+        Duration::from_millis(DEFAULT_DEADLINE_MS)
+    );
     assert_eq!(StalePolicy::default().max_age_ms(), DEFAULT_MAX_AGE_MS);
     assert_eq!(UpdateLimits::default().max_changes(), DEFAULT_MAX_CHANGES);
     assert_eq!(UpdateLimits::default().max_bytes(), DEFAULT_UPDATE_BYTES);

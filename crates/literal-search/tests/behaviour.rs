@@ -1,0 +1,293 @@
+//! Bounds, ordering, completeness and refusals of the literal search.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use index_contract::{
+    ErrorCode, RepositoryOperations, SearchMode, SearchRequest, SearchResult, StopReason,
+};
+use literal_search::{LiteralSearch, LiteralSearchConfig};
+use support::write;
+
+fn req(query: &str) -> SearchRequest {
+    SearchRequest::new(query, SearchMode::Literal)
+}
+
+fn run(search: &LiteralSearch, r: SearchRequest) -> SearchResult {
+    search.search_blocking(&r).expect("search")
+}
+
+/// A tree holding one file with a single line of 1 GiB, the match at its very end. Made once.
+fn gib_tree() -> &'static tempfile::TempDir {
+    static TREE: OnceLock<tempfile::TempDir> = OnceLock::new();
+    TREE.get_or_init(|| {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = std::fs::File::create(dir.path().join("one-line.txt")).unwrap();
+        let block = vec![b'a'; 1 << 20];
+        for _ in 0..1024 {
+            f.write_all(&block).unwrap();
+        }
+        f.write_all(b"needle\n").unwrap();
+        dir
+    })
+}
+
+#[test]
+fn deadline_is_honoured_within_50_ms() {
+    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let mut r = req("not present anywhere");
+    r.deadline = Some(Duration::from_millis(30));
+    let started = Instant::now();
+    let result = run(&search, r);
+    let took = started.elapsed();
+    assert_eq!(result.stopped, Some(StopReason::Deadline));
+    assert!(!result.complete);
+    assert!(took < Duration::from_millis(30 + 50), "took {took:?}");
+}
+
+#[test]
+fn cancellation_is_honoured_within_50_ms() {
+    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let r = req("not present anywhere");
+    let signal = r.signal.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(40));
+        let at = Instant::now();
+        signal.cancel();
+        at
+    });
+    let result = run(&search, r);
+    let returned = Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert_eq!(result.stopped, Some(StopReason::Cancelled));
+    assert!(returned.duration_since(cancelled_at) < Duration::from_millis(50));
+}
+
+#[test]
+fn dropping_the_async_search_abandons_it() {
+    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let started = Instant::now();
+    drop(RepositoryOperations::search(&search, req("absent")));
+    // A second search is not slowed by the first: it was told to stop.
+    let mut r = req("needle");
+    r.path = Some("one-line.txt".into());
+    let result = run(&search, r);
+    assert_eq!(result.hits.len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+fn numbered_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    // Names chosen so component order differs from byte order: `a/x` sorts before `a-b`.
+    for name in ["b.txt", "a-b.txt", "a/x.txt", "a/y/z.txt", "c.txt"] {
+        write(dir.path(), name, b"hit one\nmiss\nhit two\nhit three\n");
+    }
+    dir
+}
+
+#[test]
+fn hits_are_ordered_by_path_components_then_line() {
+    let dir = numbered_tree();
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    let result = run(&search, req("hit"));
+    let order: Vec<_> = result
+        .hits
+        .iter()
+        .map(|h| (h.path.as_str(), h.line))
+        .collect();
+    let mut expected = Vec::new();
+    for p in ["a/x.txt", "a/y/z.txt", "a-b.txt", "b.txt", "c.txt"] {
+        for l in [1, 3, 4] {
+            expected.push((p, l));
+        }
+    }
+    assert_eq!(order, expected);
+    assert!(result.complete);
+}
+
+#[test]
+fn cap_keeps_the_first_n_hits_in_order_and_says_so() {
+    let dir = numbered_tree();
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    for _ in 0..20 {
+        let mut r = req("hit");
+        r.max_results = Some(4);
+        let result = run(&search, r);
+        let got: Vec<_> = result
+            .hits
+            .iter()
+            .map(|h| (h.path.as_str(), h.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a/x.txt", 1),
+                ("a/x.txt", 3),
+                ("a/x.txt", 4),
+                ("a/y/z.txt", 1)
+            ]
+        );
+        assert!(!result.complete);
+        assert_eq!(result.stopped, Some(StopReason::MaxResults));
+    }
+}
+
+#[test]
+fn exactly_cap_hits_is_complete() {
+    let dir = numbered_tree();
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    let mut r = req("hit");
+    r.max_results = Some(15);
+    let result = run(&search, r);
+    assert_eq!(result.hits.len(), 15);
+    assert!(result.complete);
+    assert_eq!(result.stopped, None);
+}
+
+#[test]
+fn same_tree_and_query_give_identical_bytes() {
+    let (tree, _outside) = support::generated_tree(11);
+    let search = LiteralSearch::new(tree.path()).unwrap();
+    let first = serde_json::to_vec(&run(&search, req("main"))).unwrap();
+    for threads in [1, 2, 8] {
+        let s = LiteralSearch::with_config(
+            tree.path(),
+            LiteralSearchConfig {
+                threads: Some(threads),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for max in [None, Some(3)] {
+            let mut r = req("main");
+            r.max_results = max;
+            let a = serde_json::to_vec(&run(&s, r.clone())).unwrap();
+            let b = serde_json::to_vec(&run(&s, r)).unwrap();
+            assert_eq!(a, b);
+            if max.is_none() {
+                assert_eq!(a, first);
+            }
+        }
+    }
+}
+
+#[test]
+fn escaping_scope_is_refused_not_searched() {
+    let dir = numbered_tree();
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    for scope in ["..", "../x", "/etc", "a/../..", "a\\b"] {
+        let mut r = req("hit");
+        r.path = Some(scope.into());
+        let err = search.search_blocking(&r).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Untrusted, "{scope}");
+    }
+    let mut r = req("hit");
+    r.path = Some("no/such/dir".into());
+    let err = search.search_blocking(&r).unwrap_err();
+    assert!(err.to_string().contains("`path`"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_scope_and_symlinked_files_never_escape_the_root() {
+    let (tree, outside) = support::generated_tree(3);
+    let search = LiteralSearch::new(tree.path()).unwrap();
+    // The secret outside the root is reachable only through symlinks.
+    let result = run(&search, req("secret outside"));
+    assert!(result.hits.is_empty(), "{:?}", result.hits);
+    for scope in ["link_out_dir", "link_out.txt", "link_in_dir"] {
+        let mut r = req("secret");
+        r.path = Some(scope.into());
+        let err = search.search_blocking(&r).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Untrusted, "{scope}");
+    }
+    drop(outside);
+}
+
+#[test]
+fn skipped_files_are_counted_by_reason() {
+    let (tree, _outside) = support::generated_tree(5);
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"bad\xffname.txt");
+        std::fs::write(tree.path().join(name), "fn main\n").unwrap();
+    }
+    let search = LiteralSearch::new(tree.path()).unwrap();
+    let result = run(&search, req("fn main"));
+    let skipped = result.stats.files_skipped.unwrap();
+    assert!(skipped.binary >= 2, "{skipped:?}"); // bin/early.bin and bin/late.dat
+    #[cfg(unix)]
+    assert_eq!(skipped.non_utf8_path, 1);
+    assert!(result.stats.files_searched.unwrap() > 20);
+    // The hit before the late NUL is kept, as ripgrep keeps it.
+    assert!(
+        result
+            .hits
+            .iter()
+            .any(|h| h.path == "bin/late.dat" && h.snippet.contains("before nul"))
+    );
+    assert!(!result.hits.iter().any(|h| h.snippet.contains("after nul")));
+}
+
+#[test]
+fn bad_queries_get_clear_errors_that_name_the_argument() {
+    let dir = numbered_tree();
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    for (q, code) in [
+        ("", ErrorCode::Unsupported),
+        ("a\nb", ErrorCode::Unsupported),
+        ("a\0", ErrorCode::Unsupported),
+    ] {
+        let err = search.search_blocking(&req(q)).unwrap_err();
+        assert_eq!(err.code(), code);
+        assert!(err.to_string().starts_with("argument `query`"), "{err}");
+    }
+    let err = search.search_blocking(&req(&"x".repeat(4097))).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Limit);
+    let err = search
+        .search_blocking(&SearchRequest::new("hit", SearchMode::IndexedLiteral))
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unsupported);
+}
+
+#[test]
+fn long_line_snippet_is_a_window_around_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut line = "x".repeat(50_000);
+    line.push_str("NEEDLE");
+    line.push_str(&"y".repeat(50_000));
+    line.push('\n');
+    write(dir.path(), "long.txt", line.as_bytes());
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    let result = run(&search, req("NEEDLE"));
+    let hit = &result.hits[0];
+    assert_eq!(hit.column, 50_001);
+    assert!(hit.snippet_truncated);
+    assert!(hit.snippet.len() <= 4096);
+    assert!(hit.snippet.contains("NEEDLE"));
+}
+
+#[test]
+fn case_insensitive_uses_unicode_simple_folding() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "f.txt",
+        "ΣΊΣΥΦΟΣ\nσίσυφος\nKELVIN\n\u{212A}elvin\n".as_bytes(),
+    );
+    let search = LiteralSearch::new(dir.path()).unwrap();
+    let mut r = req("kelvin");
+    r.case_insensitive = true;
+    let lines: Vec<_> = run(&search, r).hits.iter().map(|h| h.line).collect();
+    assert_eq!(lines, [3, 4]);
+    let lines: Vec<_> = run(&search, req("kelvin"))
+        .hits
+        .iter()
+        .map(|h| h.line)
+        .collect();
+    assert!(lines.is_empty());
+}

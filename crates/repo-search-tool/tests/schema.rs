@@ -1,0 +1,279 @@
+//! The schema is valid JSON Schema 2020-12, advertises exactly the exposed modes, and the tool
+//! accepts exactly the argument objects a real validator accepts.
+
+use std::sync::Arc;
+
+use index_contract::SearchMode;
+use literal_search::LiteralSearch;
+use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
+use serde_json::{Value, json};
+
+fn tool(modes: &[SearchMode]) -> RepoSearchTool {
+    let dir = std::env::temp_dir();
+    let backend = Arc::new(index_testkit::FixtureBackend::ready([("a", "b")]).with_semantic(true));
+    let ops = IndexedRepositoryOperations::new(
+        &dir,
+        backend,
+        Arc::new(LiteralSearch::new(&dir).unwrap()),
+        IndexedOperationsConfig {
+            allowed_modes: SearchMode::ALL.to_vec(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    RepoSearchTool::new(Arc::new(ops), modes).unwrap()
+}
+
+#[test]
+fn schema_is_valid_against_the_2020_12_meta_schema() {
+    for modes in [
+        &[SearchMode::Literal][..],
+        &[SearchMode::Literal, SearchMode::IndexedLiteral],
+        &SearchMode::ALL,
+        &[SearchMode::Semantic],
+    ] {
+        let schema = tool(modes).schema();
+        jsonschema::draft202012::meta::validate(&schema).expect("schema is valid 2020-12");
+        // Compiling it also compiles its regular expressions.
+        jsonschema::draft202012::new(&schema).expect("schema compiles");
+    }
+}
+
+#[test]
+fn mode_enum_is_exactly_the_exposed_modes() {
+    let cases: [(&[SearchMode], Value, &str); 4] = [
+        (&[SearchMode::Literal], json!(["literal"]), "literal"),
+        (
+            &[SearchMode::IndexedLiteral, SearchMode::Literal],
+            json!(["indexed_literal", "literal"]),
+            "literal",
+        ),
+        (
+            &[SearchMode::IndexedLiteral],
+            json!(["indexed_literal"]),
+            "indexed_literal",
+        ),
+        (
+            &SearchMode::ALL,
+            json!(["literal", "indexed_literal", "semantic"]),
+            "literal",
+        ),
+    ];
+    for (modes, expected, default) in cases {
+        let schema = tool(modes).schema();
+        assert_eq!(schema["properties"]["mode"]["enum"], expected);
+        assert_eq!(schema["properties"]["mode"]["default"], default);
+    }
+}
+
+#[test]
+fn a_mode_the_operations_do_not_allow_is_refused_at_construction() {
+    let dir = std::env::temp_dir();
+    let literal_only: Arc<dyn index_contract::RepositoryOperations> =
+        Arc::new(LiteralSearch::new(&dir).unwrap());
+    let err = RepoSearchTool::new(literal_only.clone(), &[SearchMode::IndexedLiteral]).unwrap_err();
+    assert_eq!(err.code(), index_contract::ErrorCode::Unsupported);
+    assert!(RepoSearchTool::new(literal_only, &[]).is_err());
+}
+
+/// Pools of values for each argument, valid and invalid, of every JSON type.
+fn pools() -> Vec<(&'static str, Vec<Value>)> {
+    let s = |x: &str| Value::String(x.to_owned());
+    vec![
+        (
+            "query",
+            vec![
+                s("main"),
+                s(""),
+                s("a\nb"),
+                s("a\rb"),
+                s("nul\0"),
+                s("tab\there"),
+                s(" "),
+                s(&"x".repeat(1024)),
+                s(&"x".repeat(1025)),
+                s(&"é".repeat(1024)),
+                s(&"é".repeat(1025)),
+                s("日本語"),
+                json!(5),
+                json!(null),
+                json!(["a"]),
+                json!({"q": 1}),
+                json!(true),
+            ],
+        ),
+        (
+            "mode",
+            vec![
+                s("literal"),
+                s("indexed_literal"),
+                s("semantic"),
+                s("LITERAL"),
+                s(""),
+                json!(1),
+                json!(null),
+                json!(["literal"]),
+            ],
+        ),
+        (
+            "path",
+            vec![
+                s("src"),
+                s("src/"),
+                s(""),
+                s("."),
+                s("./"),
+                s(".."),
+                s("../x"),
+                s("/etc"),
+                s("a//b"),
+                s("a/./b"),
+                s("a/."),
+                s("a/.."),
+                s("./a"),
+                s("C:/x"),
+                s("c:"),
+                s("a/C:x"),
+                s("a\\b"),
+                s("..test"),
+                s("a..b"),
+                s("..."),
+                s("%2e%2e"),
+                s("with space/f.rs"),
+                s("ünï/日本.rs"),
+                s("a\u{202E}b"),
+                s("a\u{FF0F}b"),
+                s("\u{FF0E}\u{FF0E}"),
+                s("a\u{85}b"),
+                s("a\tb"),
+                s("a\u{7f}"),
+                s("a\u{200B}"),
+                s("a\u{FEFF}"),
+                s(".hidden/x"),
+                s("a/b/"),
+                s("a/b//"),
+                s(&"x".repeat(1024)),
+                s(&"x".repeat(1025)),
+                s(&"😀".repeat(1024)),
+                s("/"),
+                json!(3),
+                json!(null),
+                json!(false),
+            ],
+        ),
+        (
+            "max_results",
+            vec![
+                json!(1),
+                json!(0),
+                json!(-1),
+                json!(1000),
+                json!(1001),
+                json!(5.0),
+                json!(5.5),
+                s("5"),
+                json!(null),
+                json!(true),
+                json!(1e300),
+                json!(-0.0),
+                json!(10000),
+                json!(999.0000001),
+            ],
+        ),
+        (
+            "case_insensitive",
+            vec![json!(true), json!(false), s("true"), json!(1), json!(null)],
+        ),
+        ("deadline_ms", vec![json!(10)]),
+        ("Query", vec![s("main")]),
+    ]
+}
+
+#[test]
+fn tool_accepts_exactly_what_the_schema_validator_accepts() {
+    let tool = tool(&[SearchMode::Literal, SearchMode::IndexedLiteral]);
+    let validator = jsonschema::draft202012::new(&tool.schema()).unwrap();
+    let pools = pools();
+    let mut rng: u64 = 0x5eed;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let mut accepted = 0;
+    let mut objects: Vec<Value> = vec![json!([]), json!("main"), json!(null), json!(5), json!({})];
+    // Every single value of every pool alongside a valid query, so each value is tried alone...
+    for (key, values) in &pools {
+        for v in values {
+            let mut m = serde_json::Map::new();
+            if *key != "query" {
+                m.insert("query".into(), json!("main"));
+            }
+            m.insert((*key).into(), v.clone());
+            objects.push(Value::Object(m));
+        }
+    }
+    // ...and random combinations.
+    for _ in 0..25_000 {
+        let mut m = serde_json::Map::new();
+        for (key, values) in &pools {
+            let p = if *key == "query" {
+                9
+            } else if key.starts_with(char::is_uppercase) || *key == "deadline_ms" {
+                1
+            } else {
+                5
+            };
+            if next(10) < p {
+                m.insert((*key).into(), values[next(values.len())].clone());
+            }
+        }
+        objects.push(Value::Object(m));
+    }
+    for args in &objects {
+        let ours = tool.parse_arguments(args);
+        let theirs = validator.is_valid(args);
+        assert_eq!(
+            ours.is_ok(),
+            theirs,
+            "disagreement on {args}: ours {ours:?}"
+        );
+        if ours.is_ok() {
+            accepted += 1;
+        }
+    }
+    assert!(
+        accepted > 500,
+        "only {accepted} accepted: the generator is too hostile to test acceptance"
+    );
+    assert!(objects.len() - accepted > 500);
+}
+
+#[test]
+fn argument_errors_name_the_argument() {
+    let tool = tool(&[SearchMode::Literal]);
+    for (args, arg) in [
+        (json!({}), "query"),
+        (json!({"query": ""}), "query"),
+        (json!({"query": 1}), "query"),
+        (json!({"query": "a", "mode": "fast"}), "mode"),
+        (json!({"query": "a", "max_results": 0}), "max_results"),
+        (json!({"query": "a", "max_results": "10"}), "max_results"),
+        (
+            json!({"query": "a", "case_insensitive": "yes"}),
+            "case_insensitive",
+        ),
+        (json!({"query": "a", "extra": 1}), "arguments"),
+    ] {
+        let err = tool.parse_arguments(&args).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!("argument `{arg}`")),
+            "{args}: {err}"
+        );
+    }
+    let err = tool
+        .parse_arguments(&json!({"query": "a", "path": "../etc"}))
+        .unwrap_err();
+    assert!(err.to_string().starts_with("path scope refused"), "{err}");
+}

@@ -182,10 +182,10 @@ impl FixtureBackend {
         let mut hits = Vec::new();
         let mut complete = true;
         for (path, content) in &state.files {
-            if let Some(scope) = &request.path {
-                if !(path == scope || path.starts_with(&format!("{scope}/"))) {
-                    continue;
-                }
+            if let Some(scope) = &request.path
+                && !(path == scope || path.starts_with(&format!("{scope}/")))
+            {
+                continue;
             }
             for (i, line) in content.lines().enumerate() {
                 let hay = if request.case_insensitive {

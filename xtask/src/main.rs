@@ -7,7 +7,9 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod bench;
 mod ci;
+mod corpus;
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -15,6 +17,9 @@ cargo xtask <command>
 commands:
   ci       install the test peers, then fmt --check, clippy -D warnings, tests, docs
   tools    install the test peers into target/tools (ripgrep)
+  bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
+           generated tree and, when prepared, the Linux corpus
+  corpus linux   prepare the Linux kernel corpus under target/corpus/linux
   help     this text
 ";
 
@@ -23,6 +28,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci::ci(&args[1..]),
         Some("tools") => ci::tools(),
+        Some("bench") => bench::bench(&args[1..]),
+        Some("corpus") => corpus::corpus(&args[1..]),
         Some("help") | None => {
             print!("{HELP}");
             Ok(())

@@ -159,7 +159,8 @@ impl Job {
         let job = &self;
         builder.build_parallel().run(|| {
             let mut searcher = job.searcher();
-            Box::new(move |entry| job.visit(root, &mut searcher, entry))
+            let mut local = LocalStats { job, searched: 0 };
+            Box::new(move |entry| job.visit(root, &mut searcher, &mut local, entry))
         });
         let stopped = match self.stop.load(Ordering::SeqCst) {
             CANCELLED => Some(StopReason::Cancelled),
@@ -197,6 +198,7 @@ impl Job {
         &self,
         root: &Path,
         searcher: &mut Searcher,
+        local: &mut LocalStats<'_>,
         entry: Result<ignore::DirEntry, ignore::Error>,
     ) -> WalkState {
         if self.should_stop() {
@@ -240,9 +242,12 @@ impl Job {
         // Every file is searched, even once the collector is full: skipping files that sort
         // after the kept hits would make the stats depend on thread scheduling, and the same tree
         // and query must give the same bytes.
-        self.files_searched.fetch_add(1, Ordering::Relaxed);
+        local.searched += 1;
         let hits = self.search_file(searcher, entry.path(), &key.0);
-        self.collector().add(key, hits);
+        // Most files have no hits: do not contend for the lock for them.
+        if !hits.is_empty() {
+            self.collector().add(key, hits);
+        }
         WalkState::Continue
     }
 
@@ -316,6 +321,21 @@ impl Job {
             snippet_truncated,
             score: None,
         }
+    }
+}
+
+/// Per-thread counters, added to the shared ones once, when the thread's visitor is dropped: a
+/// shared atomic bumped for every file would bounce its cache line between cores.
+struct LocalStats<'a> {
+    job: &'a Job,
+    searched: u64,
+}
+
+impl Drop for LocalStats<'_> {
+    fn drop(&mut self) {
+        self.job
+            .files_searched
+            .fetch_add(self.searched, Ordering::Relaxed);
     }
 }
 

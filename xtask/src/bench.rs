@@ -13,6 +13,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let literal = args.iter().any(|a| a == "--literal");
+    let linux = args
+        .windows(2)
+        .any(|w| w[0] == "--corpus" && w[1] == "linux");
     run(cargo().args(["build", "--release", "-p", "repo-search-benches", "--bins"]))?;
     let bin = root().join("target/release");
     let mut scale = Command::new(bin.join("scale-report"));
@@ -23,6 +26,10 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     if literal {
         ci::tools()?;
         literal_vs_rg(&bin)?;
+    }
+    if linux {
+        ci::tools()?;
+        index_vs_codesearch(&bin)?;
     }
     scale_ok
 }
@@ -125,5 +132,155 @@ fn literal_vs_rg(bin: &Path) -> Result<(), String> {
         }
     }
     println!("(lines: ours/rg; ours stops at the 10 000 hard cap, rg prints every line)");
+    Ok(())
+}
+
+/// The embedded index against codesearch (cindex, csearch) and rg on the Linux corpus.
+fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
+    let dir = corpus::linux()?;
+    for tool in ["cindex", "csearch"] {
+        if Command::new(tool)
+            .arg("-help")
+            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            return Err(format!(
+                "`{tool}` is missing: apt-get install -y codesearch"
+            ));
+        }
+    }
+    let rg = root().join("target/tools/bin/rg");
+    let cs_index = root().join("target/corpus/linux.csearchindex");
+    let _ = std::fs::remove_file(&cs_index);
+    let started = Instant::now();
+    run(Command::new("cindex")
+        .arg(&dir)
+        .env("CSEARCHINDEX", &cs_index)
+        .stderr(Stdio::null()))?;
+    let cindex_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let cindex_bytes = std::fs::metadata(&cs_index)
+        .map_err(|e| e.to_string())?
+        .len();
+    let store = root().join("target/corpus/linux.repo-search-index");
+    let out = Command::new(bin.join("index-bench"))
+        .arg(&dir)
+        .arg(&store)
+        .arg("--rg")
+        .arg(&rg)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "index-bench failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let ours = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| -> f64 {
+        let key = format!("\"{name}\":");
+        ours.split(&key)
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let mut peers = Vec::new();
+    for (q, re) in [
+        ("SYSCALL_DEFINE3(fchmodat", "SYSCALL_DEFINE3\\(fchmodat"),
+        ("EXPORT_SYMBOL_GPL(", "EXPORT_SYMBOL_GPL\\("),
+    ] {
+        let mut cs = Vec::new();
+        let mut r = Vec::new();
+        for _ in 0..7 {
+            cs.push(
+                time(
+                    Command::new("csearch")
+                        .arg("-l")
+                        .arg(re)
+                        .env("CSEARCHINDEX", &cs_index)
+                        .stdin(Stdio::null()),
+                )?
+                .0,
+            );
+            r.push(
+                time(
+                    Command::new(&rg)
+                        .args(["--no-config", "-F", "-l", "--", q])
+                        .current_dir(&dir)
+                        .stdin(Stdio::null()),
+                )?
+                .0,
+            );
+        }
+        peers.push((q, median(cs), median(r)));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("\nembedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run");
+    println!(
+        "{:<44} {:>12} {:>12} {:>8}",
+        "figure", "ours", "peer", "ratio"
+    );
+    let row =
+        |name: &str, o: f64, p: f64| println!("{name:<44} {o:>12.1} {p:>12.1} {:>8.3}", o / p);
+    row(
+        "whole build, ms (peer: cindex)",
+        field("build_ms"),
+        cindex_ms,
+    );
+    row(
+        "index size, MB (peer: cindex)",
+        field("index_bytes") / 1e6,
+        cindex_bytes as f64 / 1e6,
+    );
+    println!(
+        "{:<44} {:>11.2}%",
+        "index size / corpus",
+        100.0 * field("index_bytes") / field("corpus_bytes")
+    );
+    for (q, cs, r) in &peers {
+        println!(
+            "{:<44} {:>12} {:>12.1} {:>8}",
+            format!("csearch -l {q}, process ms"),
+            "",
+            cs,
+            ""
+        );
+        println!(
+            "{:<44} {:>12} {:>12.1} {:>8}",
+            format!("rg -F -l {q}, process ms"),
+            "",
+            r,
+            ""
+        );
+    }
+    row(
+        "rare query p50, ms, in-process (peer: csearch)",
+        field("rare_p50_ms"),
+        peers[0].1,
+    );
+    row(
+        "common query p95, ms, cap 1000 (peer: csearch)",
+        field("common_p95_ms"),
+        peers[1].1,
+    );
+    println!(
+        "{:<44} {:>12.1}",
+        "apply 1000 changed files, ms",
+        field("apply_1000_ms")
+    );
+    println!("{:<44} {:>12.1}", "reopen, ms", field("reopen_ms"));
+    println!(
+        "{:<44} {:>12.1}",
+        "build peak heap, MiB",
+        field("build_peak_heap_mib")
+    );
+    println!(
+        "{:<44} {:>12.1}",
+        "query peak heap, MiB",
+        field("query_peak_heap_mib")
+    );
+    println!("raw: {}", ours.trim());
     Ok(())
 }

@@ -1,0 +1,168 @@
+//! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG]` builds it, then times rare
+//! and common queries in-process, applies 1000 changed files, and checks the hits of a fixed query
+//! list against ripgrep's first match per file. Prints one JSON object; `cargo xtask bench
+//! --corpus linux` runs it beside cindex and csearch.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use embedded_index::EmbeddedIndex;
+use index_contract::{SearchMode, SearchRequest};
+use repo_search_benches::alloc::{self, CountingAllocator};
+
+#[global_allocator]
+static ALLOC: CountingAllocator = CountingAllocator;
+
+const RARE: [&str; 5] = [
+    "SYSCALL_DEFINE3(fchmodat",
+    "kvm_vcpu_ioctl_set_cpuid2",
+    "ZSTD_decompressStream",
+    "xhci_ring_ep_doorbell",
+    "btrfs_free_reserved_data_space",
+];
+const COMMON: [&str; 3] = ["EXPORT_SYMBOL_GPL(", "return -EINVAL;", "static int"];
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn pct(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn rg_first(rg: &str, root: &Path, q: &str) -> BTreeMap<String, u64> {
+    let out = Command::new(rg)
+        .current_dir(root)
+        .args([
+            "--no-config",
+            "-F",
+            "--line-number",
+            "--no-heading",
+            "--with-filename",
+            "--max-count",
+            "1",
+            "--",
+            q,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("rg");
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut parts = line.splitn(3, ':');
+        if let (Some(p), Some(l)) = (parts.next(), parts.next()) {
+            m.insert(p.to_owned(), l.parse().unwrap_or(0));
+        }
+    }
+    m
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (root, store) = (Path::new(&args[0]), Path::new(&args[1]));
+    let rg = args
+        .iter()
+        .position(|a| a == "--rg")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let _ = std::fs::remove_dir_all(store);
+    let base = alloc::start();
+    let t = Instant::now();
+    let index = EmbeddedIndex::open(root, store).expect("open");
+    let stats = index.build("bench").expect("build");
+    let build_ms = ms(t);
+    let build_peak = alloc::peak_over(base);
+    drop(index);
+    let t = Instant::now();
+    let index = EmbeddedIndex::open(root, store).expect("reopen");
+    let reopen_ms = ms(t);
+
+    let query = |q: &str, cap: usize| {
+        let mut r = SearchRequest::new(q, SearchMode::IndexedLiteral);
+        r.max_results = Some(cap);
+        let t = Instant::now();
+        let resp = index.search_now(&r).expect("search");
+        (ms(t), resp)
+    };
+    let base = alloc::start();
+    let mut rare = Vec::new();
+    for _ in 0..10 {
+        for q in RARE {
+            rare.push(query(q, 1000).0);
+        }
+    }
+    let mut common = Vec::new();
+    let mut common_hits = 0;
+    for _ in 0..10 {
+        for q in COMMON {
+            let (t, r) = query(q, 1000);
+            common.push(t);
+            common_hits = common_hits.max(r.hits.len());
+        }
+    }
+    let query_peak = alloc::peak_over(base);
+
+    // 1000 changed files: rewrite them in place (same content), then apply.
+    let mut changed: Vec<String> = index
+        .indexed_paths()
+        .into_iter()
+        .filter(|p| p.ends_with(".c"))
+        .take(1000)
+        .collect();
+    changed.sort();
+    for p in &changed {
+        let full = root.join(p);
+        let bytes = std::fs::read(&full).expect("read");
+        std::fs::write(&full, bytes).expect("rewrite");
+    }
+    let t = Instant::now();
+    index.apply(&changed, &[], Some("bench-2")).expect("apply");
+    let apply_ms = ms(t);
+
+    let mut agree = serde_json::Map::new();
+    if let Some(rg) = &rg {
+        for q in RARE.iter().chain(&[
+            "EXPORT_SYMBOL_GPL(kvm",
+            "MODULE_LICENSE(\"GPL v2\")",
+            "spin_lock_irqsave(&",
+        ]) {
+            let (_, resp) = query(q, 10_000);
+            let ours: BTreeMap<String, u64> =
+                resp.hits.iter().map(|h| (h.path.clone(), h.line)).collect();
+            let theirs = rg_first(rg, root, q);
+            agree.insert(
+                (*q).to_owned(),
+                serde_json::json!({"files": theirs.len(), "identical": ours == theirs}),
+            );
+        }
+    }
+    let corpus_bytes: u64 = index
+        .indexed_paths()
+        .iter()
+        .filter_map(|p| std::fs::metadata(root.join(p)).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "{}",
+        serde_json::json!({
+            "files": stats.files,
+            "segments": stats.segments,
+            "build_ms": build_ms,
+            "build_peak_heap_mib": build_peak as f64 / 1048576.0,
+            "index_bytes": stats.index_bytes,
+            "corpus_bytes": corpus_bytes,
+            "reopen_ms": reopen_ms,
+            "rare_p50_ms": pct(rare.clone(), 0.5),
+            "rare_p95_ms": pct(rare, 0.95),
+            "common_p50_ms": pct(common.clone(), 0.5),
+            "common_p95_ms": pct(common, 0.95),
+            "common_hits": common_hits,
+            "query_peak_heap_mib": query_peak as f64 / 1048576.0,
+            "apply_1000_ms": apply_ms,
+            "agreement_with_rg": agree,
+        })
+    );
+}

@@ -7,8 +7,54 @@ use crate::{cargo, root, run};
 /// The ripgrep release the differential tests compare against.
 pub(crate) const RIPGREP_VERSION: &str = "15.2.0";
 
-/// Installs the peers the tests need under `target/tools`.
+/// The official Python MCP SDK release the MCP test drives the server with.
+pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
+
+/// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo) and the
+/// Python MCP SDK (in a virtualenv, from PyPI).
 pub(crate) fn tools() -> Result<(), String> {
+    ripgrep()?;
+    mcp_sdk()
+}
+
+fn mcp_sdk() -> Result<(), String> {
+    let venv = root().join("target").join("tools").join("mcp-venv");
+    let python = venv.join("bin").join("python");
+    let have = Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.metadata as m; print(m.version('mcp'))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if have.as_deref() == Some(MCP_SDK_VERSION) {
+        eprintln!("Python MCP SDK {MCP_SDK_VERSION} already in target/tools/mcp-venv");
+        return Ok(());
+    }
+    let system_python = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .ok_or("no python3 on PATH: the MCP test needs it to run the official Python MCP SDK")?;
+    run(Command::new(system_python).args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg(format!("mcp=={MCP_SDK_VERSION}")))
+}
+
+fn ripgrep() -> Result<(), String> {
     let tools = root().join("target").join("tools");
     let rg = tools
         .join("bin")

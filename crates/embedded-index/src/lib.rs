@@ -301,17 +301,35 @@ impl EmbeddedIndex {
         v
     }
 
+    /// The files the index would hold if built now: the literal search's selection, sorted.
+    pub fn selection(&self) -> Vec<String> {
+        select::files(&self.root, threads(&self.config))
+    }
+
     /// Indexes the whole worktree and commits it as `source_revision`, replacing whatever was
     /// committed. Memory is bounded by [`EmbeddedIndexConfig::pairs_per_segment`].
     pub fn build(&self, source_revision: &str) -> Result<BuildStats, EmbeddedIndexError> {
+        self.build_with_progress(source_revision, &mut |_, _| {})
+    }
+
+    /// [`EmbeddedIndex::build`], calling `progress(files_done, files_total)` as it goes.
+    pub fn build_with_progress(
+        &self,
+        source_revision: &str,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<BuildStats, EmbeddedIndexError> {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         self.building.store(true, Ordering::SeqCst);
-        let result = self.build_locked(source_revision);
+        let result = self.build_locked(source_revision, progress);
         self.building.store(false, Ordering::SeqCst);
         result
     }
 
-    fn build_locked(&self, source_revision: &str) -> Result<BuildStats, EmbeddedIndexError> {
+    fn build_locked(
+        &self,
+        source_revision: &str,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<BuildStats, EmbeddedIndexError> {
         let n_threads = threads(&self.config);
         let paths = select::files(&self.root, n_threads);
         let generation = self.snapshot().map_or(0, |s| s.manifest.generation) + 1;
@@ -322,6 +340,7 @@ impl EmbeddedIndex {
             // Take files until the pair budget is reached (measured as we extract).
             let (docs, next) = self.extract_batch(&paths, start, n_threads);
             start = next;
+            progress(start, paths.len());
             let (bytes, crc) = encoder.encode(&docs);
             let file = format!("seg-{generation}-{}.idx", entries.len());
             segment::write_durably(&self.dir, &file, &bytes)?;

@@ -1,0 +1,104 @@
+//! `repo-search mcp`: the `repo_search` tool over MCP on stdio, with `rmcp`.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::host::Host;
+
+struct Server {
+    host: Arc<Host>,
+}
+
+impl Server {
+    fn tool(&self) -> Tool {
+        let schema = match self.host.tool.schema() {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        Tool::new(
+            repo_search_tool::TOOL_NAME,
+            self.host.tool.description(),
+            Arc::new(schema),
+        )
+    }
+
+    async fn call(&self, arguments: Value) -> CallToolResult {
+        // Index queries refresh the index first, as the CLI does; literal ones need no index.
+        let indexed = arguments
+            .get("mode")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m != "literal");
+        if indexed {
+            let host = self.host.clone();
+            if let Err(e) = host.refresh().await {
+                return CallToolResult::structured_error(json!({
+                    "code": "ERR_PRISM_INDEX_FAILED",
+                    "message": format!("the index could not be refreshed: {e}"),
+                }));
+            }
+        }
+        match self.host.tool.call(&arguments).await {
+            Ok(v) => CallToolResult::structured(v),
+            Err(e) => CallToolResult::structured_error(
+                json!({ "code": e.code.as_str(), "message": e.message }),
+            ),
+        }
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "repo-search",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "repo_search finds fixed strings in this repository. Use mode indexed_literal for \
+                 fast ranked file hits, literal for every matching line.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![self.tool()]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != repo_search_tool::TOOL_NAME {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self.call(arguments).await.into())
+    }
+}
+
+/// Serves until the client closes stdin.
+pub(crate) async fn serve(host: Host) -> Result<(), String> {
+    let server = Server {
+        host: Arc::new(host),
+    };
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("MCP initialization failed: {e}"))?;
+    running.waiting().await.map_err(|e| e.to_string())?;
+    Ok(())
+}

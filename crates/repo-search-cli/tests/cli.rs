@@ -1,0 +1,261 @@
+//! End to end: the `repo-search` binary on temporary git repositories. After every step the
+//! indexed answer equals the literal answer (first match per file), and no hit ever comes from a
+//! deleted file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["config", "user.email", "t@example.invalid"]);
+    git(dir.path(), &["config", "user.name", "t"]);
+    dir
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn run(root: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .current_dir(root)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn search(root: &Path, query: &str, mode: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "search",
+        query,
+        "--json",
+        "--mode",
+        mode,
+        "--max-results",
+        "1000",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(root, &args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{mode} {query}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn first_per_file(v: &Value) -> BTreeMap<String, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for h in v["hits"].as_array().unwrap() {
+        m.entry(h["path"].as_str().unwrap().to_owned())
+            .or_insert((h["line"].as_u64().unwrap(), h["column"].as_u64().unwrap()));
+    }
+    m
+}
+
+/// The indexed answer equals the literal one, for each query, in both case modes and a scope;
+/// every indexed hit names a file that exists. Returns the indexed files for `queries[0]`.
+fn check(root: &Path, queries: &[&str]) -> Vec<String> {
+    let mut first = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        for extra in [&[][..], &["-i"][..], &["--path", "src"][..]] {
+            let indexed = search(root, q, "indexed-literal", extra);
+            let literal = search(root, q, "literal", extra);
+            assert_eq!(indexed["untrusted_index"], true);
+            assert_eq!(
+                first_per_file(&indexed),
+                first_per_file(&literal),
+                "query {q:?} {extra:?}"
+            );
+            for h in indexed["hits"].as_array().unwrap() {
+                assert!(
+                    root.join(h["path"].as_str().unwrap()).is_file(),
+                    "hit from a missing file: {h}"
+                );
+            }
+            if i == 0 && extra.is_empty() {
+                first = first_per_file(&indexed).into_keys().collect();
+            }
+        }
+    }
+    first
+}
+
+#[test]
+fn the_index_follows_every_kind_of_change() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "src/a.rs", "fn alpha() { needle(); }\n");
+    write(root, "src/b.rs", "fn beta() {}\n// needle here too\n");
+    write(root, "docs/c.md", "Needle in docs\n");
+    write(root, ".gitignore", "target/\n*.log\n");
+    write(root, "target/build.rs", "needle in ignored output\n");
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+
+    // First use: a full build.
+    // "Needle" in docs/c.md differs in case: only the -i run finds it.
+    assert_eq!(check(root, &["needle", "fn "]), ["src/a.rs", "src/b.rs"]);
+    let status: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["status"]["state"], "ready");
+    let rev1 = status["status"]["source_revision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A commit that edits, adds, deletes and renames.
+    write(root, "src/a.rs", "fn alpha() {}\n");
+    write(root, "src/new.rs", "fn gamma() { needle(); }\n");
+    std::fs::remove_file(root.join("src/b.rs")).unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "two"]);
+    git(root, &["mv", "src/new.rs", "src/renamed.rs"]);
+    git(root, &["commit", "-qm", "three"]);
+    assert_eq!(check(root, &["needle", "gamma"]), ["src/renamed.rs"]);
+
+    // Uncommitted edits, an untracked file, an ignored file, a deleted tracked file.
+    write(root, "src/a.rs", "fn alpha() { needle_dirty(); }\n");
+    write(root, "src/untracked.rs", "needle untracked\n");
+    write(root, "debug.log", "needle in an ignored log\n");
+    std::fs::remove_file(root.join("docs/c.md")).unwrap();
+    assert_eq!(
+        check(root, &["needle", "Needle"]),
+        ["src/a.rs", "src/renamed.rs", "src/untracked.rs"]
+    );
+    let status: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
+    let rev_dirty = status["status"]["source_revision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(rev_dirty.contains("+dirty."), "{rev_dirty}");
+    assert_ne!(rev_dirty, rev1);
+
+    // An edit to .gitignore changes the selection: the index follows it.
+    write(root, ".gitignore", "target/\n*.log\nsrc/untracked.rs\n");
+    assert_eq!(check(root, &["needle"]), ["src/a.rs", "src/renamed.rs"]);
+
+    // A branch switch.
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-qm", "four"]);
+    git(root, &["checkout", "-q", "-b", "other", "HEAD~3"]);
+    // The old .gitignore does not ignore src/untracked.rs (still on disk, untracked): it is back.
+    assert_eq!(
+        check(root, &["needle", "beta"]),
+        ["src/a.rs", "src/b.rs", "src/untracked.rs"]
+    );
+    git(root, &["checkout", "-q", "main"]);
+    assert_eq!(check(root, &["needle"]), ["src/a.rs", "src/renamed.rs"]);
+
+    // Nothing changed: the commit time is still renewed.
+    let before: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    search(root, "needle", "indexed-literal", &[]);
+    let after: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
+    assert!(after["status"]["updated_at"].as_u64() > before["status"]["updated_at"].as_u64());
+    assert_eq!(
+        after["status"]["source_revision"],
+        before["status"]["source_revision"]
+    );
+}
+
+#[test]
+fn exit_codes_and_errors() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+    let hit = run(root, &["search", "hello"]);
+    assert_eq!(hit.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&hit.stdout), "a.txt:1:1:hello\n");
+    assert_eq!(run(root, &["search", "absent"]).status.code(), Some(1));
+    let bad = run(root, &["search", "hello", "--path", "../x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("ERR_PRISM_INDEX_UNTRUSTED") && err.contains("hint:"),
+        "{err}"
+    );
+    let json = run(root, &["search", "hello", "--path", "../x", "--json"]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["code"], "ERR_PRISM_INDEX_UNTRUSTED");
+    // The index never lives inside the searchable tree.
+    let inside = run(root, &["search", "hello", "--index-dir", "idx"]);
+    assert_eq!(inside.status.code(), Some(2));
+    // Outside the worktree, a clear error.
+    let outside = tempfile::tempdir().unwrap();
+    let out = run(outside.path(), &["search", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a git worktree"));
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_not_served() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+    assert_eq!(run(root, &["search", "hello"]).status.code(), Some(0));
+    let idx = root.join(".git/repo-search");
+    for e in std::fs::read_dir(&idx).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "idx") {
+            let mut b = std::fs::read(&p).unwrap();
+            let n = b.len() / 2;
+            b[n] ^= 1;
+            std::fs::write(&p, b).unwrap();
+        }
+    }
+    let status: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["status"]["state"], "failed");
+    // The next query notices and rebuilds before answering.
+    let out = run(root, &["search", "hello"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a.txt:1:1:hello\n");
+}
+
+#[test]
+fn schema_command_prints_the_tool_schema() {
+    let out = Command::new(BIN)
+        .args(["schema", "--modes", "literal"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["properties"]["mode"]["enum"],
+        serde_json::json!(["literal"])
+    );
+    let out = Command::new(BIN).args(["schema"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["properties"]["mode"]["enum"],
+        serde_json::json!(["literal", "indexed_literal"])
+    );
+}

@@ -1,0 +1,92 @@
+//! `repo-search mcp` checked by a real MCP client the project did not write: the official Python
+//! SDK, installed by `cargo xtask tools` into `target/tools/mcp-venv`. Never skipped: a missing
+//! client is a failure with instructions.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn a_real_mcp_client_lists_and_calls_repo_search() {
+    let python =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/mcp-venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python MCP SDK is not installed at {}: run `cargo xtask tools` (or `cargo xtask ci`)",
+        python.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let git = |args: &[&str]| {
+        assert!(
+            Command::new("git")
+                .current_dir(root)
+                .args(args)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn needle_for_mcp() {}\n// needle_for_mcp again\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("README.md"), "call needle_for_mcp\n").unwrap();
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_repo-search"))
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    assert_eq!(v["server"], "repo-search");
+    assert_eq!(v["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(v["tools"][0]["name"], "repo_search");
+    assert_eq!(
+        v["tools"][0]["modes"],
+        serde_json::json!(["literal", "indexed_literal"])
+    );
+    assert_eq!(v["tools"][0]["additionalProperties"], false);
+
+    let literal = &v["literal"];
+    assert_eq!(literal["isError"], false);
+    assert_eq!(literal["structured"]["mode"], "literal");
+    assert_eq!(literal["structured"]["hits"].as_array().unwrap().len(), 3);
+    // Text content carries the same result as the structured content.
+    let text: Value = serde_json::from_str(literal["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, literal["structured"]);
+
+    let indexed = &v["indexed_literal"];
+    assert_eq!(indexed["isError"], false);
+    assert_eq!(indexed["structured"]["untrusted_index"], true);
+    assert_eq!(indexed["structured"]["indexed"]["state"], "ready");
+    let paths: Vec<&str> = indexed["structured"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["src/lib.rs", "README.md"],
+        "one hit per file, the definition first"
+    );
+
+    assert_eq!(v["error"]["isError"], true);
+    assert_eq!(
+        v["error"]["structured"]["code"],
+        "ERR_PRISM_INDEX_UNTRUSTED"
+    );
+}

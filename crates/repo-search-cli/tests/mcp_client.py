@@ -1,0 +1,41 @@
+"""A real MCP client (the official Python SDK, mcp==2.3.0) driving `repo-search mcp` over stdio.
+
+Usage: python mcp_client.py REPO_SEARCH_BINARY WORKTREE
+Prints one JSON object describing what the server answered; the Rust test asserts on it.
+"""
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+async def main() -> None:
+    exe, root = sys.argv[1], sys.argv[2]
+    params = StdioServerParameters(command=exe, args=["mcp", "--root", root])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            listed = await session.list_tools()
+            out = {
+                "server": init.server_info.name,
+                "tools": [
+                    {"name": t.name, "modes": t.input_schema["properties"]["mode"]["enum"],
+                     "additionalProperties": t.input_schema.get("additionalProperties")}
+                    for t in listed.tools
+                ],
+            }
+            for mode in ["literal", "indexed_literal"]:
+                res = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": mode})
+                out[mode] = {
+                    "isError": res.is_error,
+                    "structured": res.structured_content,
+                    "text": res.content[0].text if res.content else None,
+                }
+            bad = await session.call_tool("repo_search", {"query": "needle_for_mcp", "path": "../escape"})
+            out["error"] = {"isError": bad.is_error, "structured": bad.structured_content}
+            print(json.dumps(out))
+
+
+asyncio.run(main())

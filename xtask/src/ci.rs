@@ -101,6 +101,8 @@ pub(crate) fn ci(_args: &[String]) -> Result<(), String> {
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
+    // A short smoke run per fuzz target keeps them building and running.
+    crate::fuzz::fuzz(&["--seconds".to_owned(), "30".to_owned()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }

@@ -10,6 +10,7 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod ci;
 mod corpus;
+mod fuzz;
 
 const HELP: &str = "\
 cargo xtask <command>
@@ -20,6 +21,7 @@ commands:
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
+  fuzz     run the cargo-fuzz targets [--seconds N (60)] [--target T]
   help     this text
 ";
 
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         Some("tools") => ci::tools(),
         Some("bench") => bench::bench(&args[1..]),
         Some("corpus") => corpus::corpus(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("help") | None => {
             print!("{HELP}");
             Ok(())

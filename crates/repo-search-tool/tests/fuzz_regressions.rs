@@ -10,7 +10,8 @@ use std::path::Path;
 #[test]
 fn fuzz_corpora_and_regressions_replay_cleanly() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-    let targets: [(&str, fn(&[u8])); 4] = [
+    type Check = fn(&[u8]);
+    let targets: [(&str, Check); 4] = [
         ("trust_validator", fuzz_checks::trust_validator),
         ("path_containment", fuzz_checks::path_containment),
         ("update_validation", fuzz_checks::update_validation),

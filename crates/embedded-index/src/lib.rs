@@ -674,11 +674,17 @@ impl EmbeddedIndex {
                                     break;
                                 }
                                 let (prior, path) = slice[i];
-                                if let Some(m) = verify::first_match(
+                                let (found, grown) = verify::first_match(
                                     &mut searcher,
                                     matcher,
                                     &self.root.join(path),
-                                ) {
+                                );
+                                // As in the literal search: a fresh buffer for every file, so
+                                // binary detection stops where it would for a fresh searcher.
+                                if grown {
+                                    searcher = verify::searcher();
+                                }
+                                if let Some(m) = found {
                                     out.push((
                                         at + i,
                                         BackendHit {

@@ -105,19 +105,26 @@ impl Sink for FirstSink<'_> {
 }
 
 /// Searches one file for its first match. `None` when it has none, is binary before one, or
-/// cannot be read (a file deleted since it was indexed simply yields no hit).
+/// cannot be read (a file deleted since it was indexed simply yields no hit). Also says whether
+/// the file was larger than the searcher's initial buffer, after which the caller starts a fresh
+/// searcher (see the literal search: this keeps binary detection deterministic).
 pub(crate) fn first_match(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
     path: &Path,
-) -> Option<FirstMatch> {
+) -> (Option<FirstMatch>, bool) {
     let mut sink = FirstSink {
         matcher,
         found: None,
     };
-    let file = std::fs::File::open(path).ok()?;
-    searcher.search_file(matcher, &file, &mut sink).ok()?;
-    sink.found
+    let Ok(file) = std::fs::File::open(path) else {
+        return (None, false);
+    };
+    let grown = file.metadata().map_or(true, |m| m.len() > 64 * 1024);
+    if searcher.search_file(matcher, &file, &mut sink).is_err() {
+        return (None, grown);
+    }
+    (sink.found, grown)
 }
 
 /// A path's prior: ordinary source first; tests, docs, vendored and generated code later; deeper

@@ -39,6 +39,9 @@ pub(crate) struct Job {
     not_reached: AtomicU64,
 }
 
+/// grep-searcher's initial line buffer capacity.
+const INITIAL_BUFFER: u64 = 64 * 1024;
+
 const RUNNING: u8 = 0;
 const DEADLINE: u8 = 1;
 const CANCELLED: u8 = 2;
@@ -243,7 +246,15 @@ impl Job {
         // after the kept hits would make the stats depend on thread scheduling, and the same tree
         // and query must give the same bytes.
         local.searched += 1;
-        let hits = self.search_file(searcher, entry.path(), &key.0);
+        let (hits, bytes_read) = self.search_file(searcher, entry.path(), &key.0);
+        // A file longer than the initial buffer may have grown the searcher's line buffer, and a
+        // grown buffer changes where binary detection stops in the next file (a larger first read
+        // can reach a NUL before any match is searched). Start afresh after such a file, so every
+        // file is searched alike whatever ran before it on this thread: the answer stays
+        // deterministic.
+        if bytes_read > INITIAL_BUFFER {
+            *searcher = self.searcher();
+        }
         // Most files have no hits: do not contend for the lock for them.
         if !hits.is_empty() {
             self.collector().add(key, hits);
@@ -253,12 +264,18 @@ impl Job {
 
     /// Searches one file. Returns its first `max_results + 1` hits: one more than the cap, so the
     /// collector knows whether the cap actually cut something.
-    fn search_file(&self, searcher: &mut Searcher, path: &Path, rel: &str) -> Vec<SearchHit> {
+    /// Also returns how many bytes were read.
+    fn search_file(
+        &self,
+        searcher: &mut Searcher,
+        path: &Path,
+        rel: &str,
+    ) -> (Vec<SearchHit>, u64) {
         let file = match File::open(path) {
             Ok(f) => f,
             Err(_) => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
-                return Vec::new();
+                return (Vec::new(), 0);
             }
         };
         let mut reader = GuardedReader {
@@ -266,6 +283,7 @@ impl Job {
             job: self,
             stopped: false,
             failed: false,
+            read: 0,
         };
         let mut sink = HitSink {
             job: self,
@@ -278,12 +296,12 @@ impl Job {
             Err(_) if reader.stopped => {}
             Err(_) if reader.failed => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
-                return Vec::new();
+                return (Vec::new(), reader.read);
             }
             Err(_) => {
                 // The only other error is a line longer than the heap limit: search the file
                 // again as a stream with bounded memory.
-                return match stream::search(self, path, rel) {
+                let hits = match stream::search(self, path, rel) {
                     Ok(s) => {
                         if s.binary {
                             self.binary.fetch_add(1, Ordering::Relaxed);
@@ -295,12 +313,13 @@ impl Job {
                         Vec::new()
                     }
                 };
+                return (hits, u64::MAX);
             }
         }
         if sink.binary {
             self.binary.fetch_add(1, Ordering::Relaxed);
         }
-        sink.hits
+        (sink.hits, reader.read)
     }
 
     /// Builds a hit for a match at `start..end` of `line` (line number `line_no`).
@@ -346,6 +365,7 @@ struct GuardedReader<'a> {
     job: &'a Job,
     stopped: bool,
     failed: bool,
+    read: u64,
 }
 
 impl Read for GuardedReader<'_> {
@@ -354,7 +374,9 @@ impl Read for GuardedReader<'_> {
             self.stopped = true;
             return Err(io::Error::other("search stopped"));
         }
-        self.inner.read(buf).inspect_err(|_| self.failed = true)
+        let n = self.inner.read(buf).inspect_err(|_| self.failed = true)?;
+        self.read += n as u64;
+        Ok(n)
     }
 }
 

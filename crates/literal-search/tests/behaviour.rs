@@ -291,3 +291,66 @@ fn case_insensitive_uses_unicode_simple_folding() {
         .collect();
     assert!(lines.is_empty());
 }
+
+#[test]
+fn binary_detection_does_not_depend_on_what_a_thread_searched_before() {
+    // Files with 300 kB lines grow a searcher's line buffer; binary files whose NUL lies at about
+    // 100 kB then stop at different places depending on that buffer. Searched alone (a fresh
+    // searcher) each binary file keeps the hits before its NUL's chunk; the whole-tree search on one
+    // thread must give each of them exactly the same hits, whatever it searched before.
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..10 {
+        let mut long = vec![b'x'; 300_000];
+        long.extend_from_slice(b" hit\n");
+        write(dir.path(), &format!("long{i}.txt"), &long);
+    }
+    for i in 0..5 {
+        let mut late = Vec::new();
+        for n in 0..3_000 {
+            let line: &[u8] = if n % 10 == 0 {
+                b"hit on a short line of text here\n"
+            } else {
+                b"filler on a short line of text\n"
+            };
+            late.extend_from_slice(line);
+        }
+        late.extend(std::iter::repeat_n(b'y', 40_000));
+        late.extend_from_slice(b"\n\x00hit after the nul\n");
+        write(dir.path(), &format!("late{i}.bin"), &late);
+    }
+    let limits =
+        index_contract::limits::SearchLimits::new(10_000, 4096, Duration::from_secs(60)).unwrap();
+    let one_thread = LiteralSearch::with_config(
+        dir.path(),
+        LiteralSearchConfig {
+            threads: Some(1),
+            limits,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut r = req("hit");
+    r.max_results = Some(10_000);
+    let whole = run(&one_thread, r.clone());
+    for i in 0..5 {
+        let path = format!("late{i}.bin");
+        let mut alone = r.clone();
+        alone.path = Some(path.clone());
+        let alone: Vec<u64> = run(&one_thread, alone)
+            .hits
+            .iter()
+            .map(|h| h.line)
+            .collect();
+        let within: Vec<u64> = whole
+            .hits
+            .iter()
+            .filter(|h| h.path == path)
+            .map(|h| h.line)
+            .collect();
+        assert!(
+            !alone.is_empty(),
+            "a fresh searcher keeps the hits before the NUL's chunk"
+        );
+        assert_eq!(within, alone, "{path}");
+    }
+}

@@ -17,12 +17,38 @@ use serde::{Deserialize, Serialize};
 use crate::git;
 
 /// What the host remembers between runs, next to the index: the revision it committed and the
-/// HEAD and dirty paths that revision stands for.
+/// HEAD and dirty files that revision stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct HostState {
     revision: String,
     head: Option<String>,
-    dirty: Vec<String>,
+    dirty: Vec<DirtyFile>,
+}
+
+/// A file that differed from HEAD, with the size and mtime it had when it was indexed. `stamp` is
+/// `None` for a missing file, and for one modified within the last two seconds, whose mtime
+/// cannot prove that it will not change again within the same tick ("racy clean" in git's words),
+/// so it is indexed again next time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct DirtyFile {
+    path: String,
+    stamp: Option<(u64, u128)>,
+}
+
+fn stamp(root: &Path, path: &str, now: std::time::SystemTime) -> Option<(u64, u128)> {
+    let m = std::fs::metadata(root.join(path)).ok()?;
+    let modified = m.modified().ok()?;
+    if now
+        .duration_since(modified)
+        .map_or(true, |age| age < std::time::Duration::from_secs(2))
+    {
+        return None;
+    }
+    let ns = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    Some((m.len(), ns))
 }
 
 const STATE_FILE: &str = "host-state.json";
@@ -109,27 +135,41 @@ impl Host {
         std::fs::rename(&tmp, self.index_dir.join(STATE_FILE)).map_err(|e| e.to_string())
     }
 
+    /// The dirty files now, each with its stamp.
+    fn dirty_files(&self) -> Result<Vec<DirtyFile>, String> {
+        let now = std::time::SystemTime::now();
+        Ok(git::dirty(&self.root)?
+            .into_iter()
+            .map(|path| DirtyFile {
+                stamp: stamp(&self.root, &path, now),
+                path,
+            })
+            .collect())
+    }
+
     /// The revision id for HEAD plus the dirty state: `<head>` when clean, else
-    /// `<head>+dirty.<crc32 of the dirty paths with their sizes and mtimes>`. Bounded, printable,
-    /// and different whenever a dirty file changes.
-    fn revision(&self, head: Option<&str>, dirty: &[String]) -> String {
+    /// `<head>+dirty.<crc32 of the dirty paths with their stamps>`. Bounded, printable, and
+    /// different whenever a dirty file changes.
+    fn revision(head: Option<&str>, dirty: &[DirtyFile]) -> String {
         let base = head.unwrap_or("unborn");
         if dirty.is_empty() {
             return base.to_owned();
         }
         let mut h = crc32fast::Hasher::new();
-        for p in dirty {
-            h.update(p.as_bytes());
-            if let Ok(m) = std::fs::metadata(self.root.join(p)) {
-                h.update(&m.len().to_le_bytes());
-                if let Ok(t) = m.modified().and_then(|t| {
-                    t.duration_since(std::time::UNIX_EPOCH)
-                        .map_err(std::io::Error::other)
-                }) {
-                    h.update(&t.as_nanos().to_le_bytes());
+        for d in dirty {
+            h.update(d.path.as_bytes());
+            match d.stamp {
+                Some((len, ns)) => {
+                    h.update(&len.to_le_bytes());
+                    h.update(&ns.to_le_bytes());
                 }
-            } else {
-                h.update(b"-");
+                // An unstamped file makes the revision unique to this refresh.
+                None => {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos());
+                    h.update(&now.to_le_bytes());
+                }
             }
         }
         format!("{base}+dirty.{:08x}", h.finalize())
@@ -138,8 +178,8 @@ impl Host {
     /// Builds the whole index now.
     pub(crate) fn rebuild(&self) -> Result<Refresh, String> {
         let head = git::head(&self.root);
-        let dirty = git::dirty(&self.root)?;
-        let revision = self.revision(head.as_deref(), &dirty);
+        let dirty = self.dirty_files()?;
+        let revision = Self::revision(head.as_deref(), &dirty);
         self.full_build(&revision)?;
         self.write_state(&HostState {
             revision: revision.clone(),
@@ -188,8 +228,8 @@ impl Host {
     /// nothing changed, the commit time is still renewed.
     pub(crate) async fn refresh(&self) -> Result<Refresh, String> {
         let head = git::head(&self.root);
-        let dirty = git::dirty(&self.root)?;
-        let revision = self.revision(head.as_deref(), &dirty);
+        let dirty = self.dirty_files()?;
+        let revision = Self::revision(head.as_deref(), &dirty);
         let status = self.index.current_status();
         let state = self.read_state();
         let Some(old) = state.filter(|s| {
@@ -198,7 +238,26 @@ impl Host {
         }) else {
             return self.rebuild();
         };
-        let mut candidates: BTreeSet<String> = old.dirty.iter().chain(&dirty).cloned().collect();
+        // Dirty files are indexed again when their stamp changed or is unknown, and when they
+        // stopped being dirty (committed or reverted: their content may differ from what was
+        // indexed). A repository with many untracked files does not re-index them all each time.
+        let before: std::collections::HashMap<&str, Option<(u64, u128)>> = old
+            .dirty
+            .iter()
+            .map(|d| (d.path.as_str(), d.stamp))
+            .collect();
+        let now: HashSet<&str> = dirty.iter().map(|d| d.path.as_str()).collect();
+        let mut candidates: BTreeSet<String> = dirty
+            .iter()
+            .filter(|d| d.stamp.is_none() || before.get(d.path.as_str()) != Some(&d.stamp))
+            .map(|d| d.path.clone())
+            .collect();
+        candidates.extend(
+            old.dirty
+                .iter()
+                .filter(|d| !now.contains(d.path.as_str()))
+                .map(|d| d.path.clone()),
+        );
         if old.head != head {
             match (&old.head, &head) {
                 (Some(a), Some(b)) => match git::changed_between(&self.root, a, b) {

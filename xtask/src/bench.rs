@@ -16,7 +16,15 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let linux = args
         .windows(2)
         .any(|w| w[0] == "--corpus" && w[1] == "linux");
-    run(cargo().args(["build", "--release", "-p", "repo-search-benches", "--bins"]))?;
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "repo-search-benches",
+        "-p",
+        "repo-search-cli",
+        "--bins",
+    ]))?;
     let bin = root().join("target/release");
     let mut scale = Command::new(bin.join("scale-report"));
     if let Some(j) = &json {
@@ -216,6 +224,42 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         }
         peers.push((q, median(cs), median(r)));
     }
+    // The CLI as a process, always fresh (git status, refresh, query), against the peers.
+    let cli = bin.join("repo-search");
+    let cli_dir = root().join("target/corpus/linux.cli-index");
+    let _ = std::fs::remove_dir_all(&cli_dir);
+    let first = time(
+        Command::new(&cli)
+            .arg("search")
+            .arg("first use")
+            .arg("--root")
+            .arg(&dir)
+            .arg("--index-dir")
+            .arg(&cli_dir)
+            .stdout(Stdio::null()),
+    )?
+    .0;
+    let mut cli_times = Vec::new();
+    for (q, _) in [("SYSCALL_DEFINE3(fchmodat", ()), ("EXPORT_SYMBOL_GPL(", ())] {
+        let mut t = Vec::new();
+        for _ in 0..7 {
+            t.push(
+                time(
+                    Command::new(&cli)
+                        .arg("search")
+                        .arg(q)
+                        .arg("--root")
+                        .arg(&dir)
+                        .arg("--index-dir")
+                        .arg(&cli_dir)
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null()),
+                )?
+                .0,
+            );
+        }
+        cli_times.push(median(t));
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("\nembedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run");
     println!(
@@ -264,6 +308,25 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         "common query p95, ms, cap 1000 (peer: csearch)",
         field("common_p95_ms"),
         peers[1].1,
+    );
+    row(
+        "repo-search search, process, rare (peer: rg -l)",
+        cli_times[0],
+        peers[0].2,
+    );
+    row(
+        "repo-search search, process, common (peer: rg -l)",
+        cli_times[1],
+        peers[1].2,
+    );
+    row(
+        "repo-search search, process, rare (peer: csearch)",
+        cli_times[0],
+        peers[0].1,
+    );
+    println!(
+        "{:<44} {:>12.1}",
+        "repo-search first use (full build), ms", first
     );
     println!(
         "{:<44} {:>12.1}",

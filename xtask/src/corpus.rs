@@ -65,8 +65,22 @@ pub(crate) fn linux() -> Result<PathBuf, String> {
         .filter(|l| !matches!(l.trim(), "/*" | "!/debian/"))
         .collect();
     std::fs::write(&gitignore, kept.join("\n") + "\n").map_err(|e| e.to_string())?;
-    // A git directory makes .gitignore rules apply (ripgrep and `ignore` require one).
+    // A repository of its own, committed, as a kernel checkout is: .gitignore rules apply
+    // (ripgrep and `ignore` require a git directory) and `git status` is clean.
     run(Command::new("git").args(["init", "-q"]).current_dir(&dir))?;
+    run(Command::new("git").args(["add", "-A"]).current_dir(&dir))?;
+    run(Command::new("git")
+        .args([
+            "-c",
+            "user.name=corpus",
+            "-c",
+            "user.email=corpus@example.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "Linux 6.12 from Debian's linux-source-6.12",
+        ])
+        .current_dir(&dir))?;
     std::fs::write(&done, b"").map_err(|e| e.to_string())?;
     Ok(dir)
 }

@@ -56,9 +56,13 @@ pub(crate) fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Runs a command in the workspace root, echoing it, and fails on a non-zero exit.
+/// Runs a command (in the workspace root unless it set a directory), echoing it, and fails on a
+/// non-zero exit.
 pub(crate) fn run(cmd: &mut Command) -> Result<(), String> {
-    cmd.current_dir(root());
+    // A command that chose its own directory keeps it.
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
     eprintln!("$ {}", describe(cmd));
     let status = cmd
         .status()

@@ -306,6 +306,17 @@ impl EmbeddedIndex {
         select::files(&self.root, threads(&self.config))
     }
 
+    /// Which of `candidates` belong to the selection now (same rules as [`EmbeddedIndex::selection`],
+    /// at the cost of reading only the candidates' ancestor directories).
+    pub fn select(&self, candidates: &[String]) -> Vec<String> {
+        select::select(&self.root, threads(&self.config), candidates)
+    }
+
+    /// Whether the committed index holds `path`.
+    pub fn contains(&self, path: &str) -> bool {
+        self.snapshot().is_some_and(|s| s.live.contains_key(path))
+    }
+
     /// Indexes the whole worktree and commits it as `source_revision`, replacing whatever was
     /// committed. Memory is bounded by [`EmbeddedIndexConfig::pairs_per_segment`].
     pub fn build(&self, source_revision: &str) -> Result<BuildStats, EmbeddedIndexError> {

@@ -79,3 +79,18 @@ pub(crate) fn changed_between(root: &Path, old: &str, new: &str) -> Result<Vec<S
     )?;
     Ok(split_z(&out).collect())
 }
+
+/// The global excludes file git uses: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`,
+/// else `~/.config/git/ignore`.
+pub(crate) fn global_excludes_file(root: &Path) -> Option<PathBuf> {
+    if let Ok(out) = git(root, &["config", "--path", "--get", "core.excludesFile"]) {
+        let p = line(out);
+        if !p.is_empty() {
+            return Some(PathBuf::from(p));
+        }
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("git").join("ignore"))
+}

@@ -23,6 +23,9 @@ struct HostState {
     revision: String,
     head: Option<String>,
     dirty: Vec<DirtyFile>,
+    /// Stamps of the ignore files outside the worktree (`info/exclude`, the global excludes file):
+    /// when one changes, the whole selection is compared again.
+    ignore_rules: Vec<Option<(u64, u128)>>,
 }
 
 /// A file that differed from HEAD, with the size and mtime it had when it was indexed. `stamp` is
@@ -35,8 +38,25 @@ struct DirtyFile {
     stamp: Option<(u64, u128)>,
 }
 
+fn git_snapshot(root: &Path) -> Result<GitSnapshot, String> {
+    let head = git::head(root);
+    let now = std::time::SystemTime::now();
+    let dirty = git::dirty(root)?
+        .into_iter()
+        .map(|path| DirtyFile {
+            stamp: stamp(root, &path, now),
+            path,
+        })
+        .collect();
+    Ok((head, dirty))
+}
+
 fn stamp(root: &Path, path: &str, now: std::time::SystemTime) -> Option<(u64, u128)> {
-    let m = std::fs::metadata(root.join(path)).ok()?;
+    stamp_path(&root.join(path), now)
+}
+
+fn stamp_path(path: &Path, now: std::time::SystemTime) -> Option<(u64, u128)> {
+    let m = std::fs::metadata(path).ok()?;
     let modified = m.modified().ok()?;
     if now
         .duration_since(modified)
@@ -62,8 +82,22 @@ pub(crate) struct Refresh {
     pub(crate) revision: String,
 }
 
+/// The git facts a refresh starts from.
+type GitSnapshot = (Option<String>, Vec<DirtyFile>);
+
+/// How a host is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HostOptions {
+    /// Start reading git's view of the worktree (`git status`, the slowest step of a refresh) on
+    /// a thread while the index opens. For a command that queries at once; a long-lived server
+    /// must not, since its first query may come much later.
+    pub(crate) prefetch_git: bool,
+}
+
 pub(crate) struct Host {
     pub(crate) root: PathBuf,
+    git_dir: PathBuf,
+    prefetched: std::sync::Mutex<Option<std::thread::JoinHandle<Result<GitSnapshot, String>>>>,
     pub(crate) index_dir: PathBuf,
     pub(crate) index: Arc<EmbeddedIndex>,
     pub(crate) ops: Arc<IndexedRepositoryOperations>,
@@ -73,13 +107,21 @@ pub(crate) struct Host {
 impl Host {
     /// Opens the host for the worktree containing `dir`, with the index in `index_dir` or, by
     /// default, in this worktree's git directory (`<git-dir>/repo-search`).
-    pub(crate) fn open(dir: &Path, index_dir: Option<&Path>) -> Result<Host, String> {
+    pub(crate) fn open(
+        dir: &Path,
+        index_dir: Option<&Path>,
+        options: HostOptions,
+    ) -> Result<Host, String> {
         let dir = dir
             .canonicalize()
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let root = git::toplevel(&dir).map_err(|e| format!("not a git worktree ({e})"))?;
         let root = root.canonicalize().map_err(|e| e.to_string())?;
         let git_dir = git::git_dir(&root)?;
+        let prefetched = options.prefetch_git.then(|| {
+            let root = root.clone();
+            std::thread::spawn(move || git_snapshot(&root))
+        });
         let index_dir = match index_dir {
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -116,6 +158,8 @@ impl Host {
         .map_err(|e| e.to_string())?;
         Ok(Host {
             root,
+            git_dir,
+            prefetched: std::sync::Mutex::new(prefetched),
             index_dir,
             index,
             ops,
@@ -135,16 +179,29 @@ impl Host {
         std::fs::rename(&tmp, self.index_dir.join(STATE_FILE)).map_err(|e| e.to_string())
     }
 
-    /// The dirty files now, each with its stamp.
-    fn dirty_files(&self) -> Result<Vec<DirtyFile>, String> {
+    /// HEAD and the dirty files: the prefetched snapshot when there is one, else read now.
+    fn git_snapshot(&self) -> Result<GitSnapshot, String> {
+        let pending = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match pending {
+            Some(handle) => handle
+                .join()
+                .map_err(|_| "reading git state failed".to_owned())?,
+            None => git_snapshot(&self.root),
+        }
+    }
+
+    /// Stamps of the ignore files outside the worktree that decide the selection.
+    fn ignore_rule_stamps(&self) -> Vec<Option<(u64, u128)>> {
         let now = std::time::SystemTime::now();
-        Ok(git::dirty(&self.root)?
-            .into_iter()
-            .map(|path| DirtyFile {
-                stamp: stamp(&self.root, &path, now),
-                path,
-            })
-            .collect())
+        let mut files = vec![self.git_dir.join("info").join("exclude")];
+        if let Some(global) = git::global_excludes_file(&self.root) {
+            files.push(global);
+        }
+        files.iter().map(|f| stamp_path(f, now)).collect()
     }
 
     /// The revision id for HEAD plus the dirty state: `<head>` when clean, else
@@ -177,14 +234,15 @@ impl Host {
 
     /// Builds the whole index now.
     pub(crate) fn rebuild(&self) -> Result<Refresh, String> {
-        let head = git::head(&self.root);
-        let dirty = self.dirty_files()?;
+        let (head, dirty) = self.git_snapshot()?;
         let revision = Self::revision(head.as_deref(), &dirty);
         self.full_build(&revision)?;
+        let ignore_rules = self.ignore_rule_stamps();
         self.write_state(&HostState {
             revision: revision.clone(),
             head,
             dirty,
+            ignore_rules,
         })?;
         Ok(Refresh {
             kind: "build",
@@ -227,8 +285,7 @@ impl Host {
     /// ignore rules). Changes go through the facade's `update` in batches within its caps. When
     /// nothing changed, the commit time is still renewed.
     pub(crate) async fn refresh(&self) -> Result<Refresh, String> {
-        let head = git::head(&self.root);
-        let dirty = self.dirty_files()?;
+        let (head, dirty) = self.git_snapshot()?;
         let revision = Self::revision(head.as_deref(), &dirty);
         let status = self.index.current_status();
         let state = self.read_state();
@@ -267,20 +324,47 @@ impl Host {
                 _ => return self.rebuild(),
             }
         }
-        let selection: HashSet<String> = self.index.selection().into_iter().collect();
-        let indexed: HashSet<String> = self.index.indexed_paths().into_iter().collect();
         let mut changes: Vec<Change> = Vec::new();
-        for p in indexed.difference(&selection) {
-            changes.push(Change::Delete { path: p.clone() });
-        }
-        let mut upserts: BTreeSet<&String> = selection.difference(&indexed).collect();
-        upserts.extend(candidates.iter().filter(|p| selection.contains(*p)));
-        for p in upserts {
-            changes.push(if indexed.contains(p) {
-                Change::Edit { path: p.clone() }
-            } else {
-                Change::Add { path: p.clone() }
+        let ignore_rules = self.ignore_rule_stamps();
+        let rules_changed = old.ignore_rules != ignore_rules
+            || candidates.iter().any(|p| {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                matches!(name, ".gitignore" | ".ignore" | ".rgignore")
             });
+        if rules_changed {
+            // Ignore rules changed: which files are searched may have changed anywhere, so the
+            // whole selection is compared with the index.
+            let selection: HashSet<String> = self.index.selection().into_iter().collect();
+            let indexed: HashSet<String> = self.index.indexed_paths().into_iter().collect();
+            for p in indexed.difference(&selection) {
+                changes.push(Change::Delete { path: p.clone() });
+            }
+            let mut upserts: BTreeSet<&String> = selection.difference(&indexed).collect();
+            upserts.extend(candidates.iter().filter(|p| selection.contains(*p)));
+            for p in upserts {
+                changes.push(if indexed.contains(p) {
+                    Change::Edit { path: p.clone() }
+                } else {
+                    Change::Add { path: p.clone() }
+                });
+            }
+        } else {
+            // Otherwise only the candidates can have changed: check just them against the
+            // selection rules (hidden, ignored, binary-agnostic) and the index.
+            let candidates: Vec<String> = candidates.into_iter().collect();
+            let selected: HashSet<String> = self.index.select(&candidates).into_iter().collect();
+            for p in candidates {
+                let indexed = self.index.contains(&p);
+                if selected.contains(&p) {
+                    changes.push(if indexed {
+                        Change::Edit { path: p }
+                    } else {
+                        Change::Add { path: p }
+                    });
+                } else if indexed {
+                    changes.push(Change::Delete { path: p });
+                }
+            }
         }
         let removals = changes
             .iter()
@@ -303,6 +387,7 @@ impl Host {
             revision,
             head,
             dirty,
+            ignore_rules,
         })?;
         Ok(report)
     }

@@ -163,7 +163,11 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Index { location } => {
-            let host = match host::Host::open(&location.root, location.index_dir.as_deref()) {
+            let host = match host::Host::open(
+                &location.root,
+                location.index_dir.as_deref(),
+                host::HostOptions::default(),
+            ) {
                 Ok(h) => h,
                 Err(e) => return fail(&e),
             };
@@ -176,7 +180,11 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Status { location, json } => {
-            let host = match host::Host::open(&location.root, location.index_dir.as_deref()) {
+            let host = match host::Host::open(
+                &location.root,
+                location.index_dir.as_deref(),
+                host::HostOptions::default(),
+            ) {
                 Ok(h) => h,
                 Err(e) => return fail(&e),
             };
@@ -207,7 +215,11 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Mcp { location } => {
-            let host = match host::Host::open(&location.root, location.index_dir.as_deref()) {
+            let host = match host::Host::open(
+                &location.root,
+                location.index_dir.as_deref(),
+                host::HostOptions::default(),
+            ) {
                 Ok(h) => h,
                 Err(e) => return fail(&e),
             };
@@ -225,10 +237,15 @@ async fn run(cli: Cli) -> ExitCode {
             case_insensitive,
             json,
         } => {
-            let host = match host::Host::open(&location.root, location.index_dir.as_deref()) {
-                Ok(h) => h,
-                Err(e) => return fail(&e),
+            // An index query refreshes at once: read git's state while the index opens.
+            let options = host::HostOptions {
+                prefetch_git: matches!(mode, Mode::IndexedLiteral),
             };
+            let host =
+                match host::Host::open(&location.root, location.index_dir.as_deref(), options) {
+                    Ok(h) => h,
+                    Err(e) => return fail(&e),
+                };
             if matches!(mode, Mode::IndexedLiteral)
                 && let Err(e) = host.refresh().await
             {

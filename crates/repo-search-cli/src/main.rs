@@ -33,9 +33,11 @@ struct Cli {
     command: Command,
 }
 
+/// Modes are spelled as the tool's schema spells them; the kebab-case form is accepted too.
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
     Literal,
+    #[value(name = "indexed_literal", alias = "indexed-literal")]
     IndexedLiteral,
 }
 
@@ -59,7 +61,7 @@ enum Command {
         location: Location,
         /// `indexed_literal` (default): ranked, one hit per file, from the always-fresh index.
         /// `literal`: every matching line, scanned now.
-        #[arg(long, value_enum, default_value = "indexed-literal")]
+        #[arg(long, value_enum, default_value = "indexed_literal")]
         mode: Mode,
         /// Search only this repo-relative directory or file.
         #[arg(long)]
@@ -90,7 +92,7 @@ enum Command {
     /// Print the tool's JSON schema.
     Schema {
         /// The modes to expose.
-        #[arg(long, value_enum, num_args = 1.., default_values = ["literal", "indexed-literal"])]
+        #[arg(long, value_enum, num_args = 1.., default_values = ["literal", "indexed_literal"])]
         modes: Vec<Mode>,
     },
     /// Serve the repo_search tool over MCP on stdio.
@@ -123,7 +125,7 @@ fn hint(code: &str) -> &'static str {
         }
         "ERR_PRISM_INDEX_LIMIT" => "lower --max-results or shorten the query",
         "ERR_PRISM_INDEX_TIMEOUT" => "narrow the query or the --path scope",
-        _ => "use --mode literal or --mode indexed-literal, and a non-empty one-line query",
+        _ => "use --mode literal or --mode indexed_literal, and a non-empty one-line query",
     }
 }
 

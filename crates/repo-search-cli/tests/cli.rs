@@ -80,7 +80,7 @@ fn check(root: &Path, queries: &[&str]) -> Vec<String> {
     let mut first = Vec::new();
     for (i, q) in queries.iter().enumerate() {
         for extra in [&[][..], &["-i"][..], &["--path", "src"][..]] {
-            let indexed = search(root, q, "indexed-literal", extra);
+            let indexed = search(root, q, "indexed_literal", extra);
             let literal = search(root, q, "literal", extra);
             assert_eq!(indexed["untrusted_index"], true);
             assert_eq!(
@@ -170,7 +170,7 @@ fn the_index_follows_every_kind_of_change() {
     // Nothing changed: the commit time is still renewed.
     let before: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
-    search(root, "needle", "indexed-literal", &[]);
+    search(root, "needle", "indexed-literal", &[]); // the kebab-case alias works too
     let after: Value = serde_json::from_slice(&run(root, &["status", "--json"]).stdout).unwrap();
     assert!(after["status"]["updated_at"].as_u64() > before["status"]["updated_at"].as_u64());
     assert_eq!(

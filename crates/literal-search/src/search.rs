@@ -246,13 +246,13 @@ impl Job {
         // after the kept hits would make the stats depend on thread scheduling, and the same tree
         // and query must give the same bytes.
         local.searched += 1;
-        let (hits, bytes_read) = self.search_file(searcher, entry.path(), &key.0);
-        // A file longer than the initial buffer may have grown the searcher's line buffer, and a
-        // grown buffer changes where binary detection stops in the next file (a larger first read
-        // can reach a NUL before any match is searched). Start afresh after such a file, so every
-        // file is searched alike whatever ran before it on this thread: the answer stays
-        // deterministic.
-        if bytes_read > INITIAL_BUFFER {
+        let (hits, longest_line) = self.search_file(searcher, entry.path(), &key.0);
+        // A line longer than half the initial buffer may have grown the searcher's line buffer,
+        // and a grown buffer changes where binary detection stops in the next file (a larger
+        // first read can reach a NUL before any match is searched). Start afresh after such a
+        // file, so every file is searched as by a fresh searcher whatever ran before it on this
+        // thread: the answer stays deterministic. (Half, to cover UTF-16 transcoding growth.)
+        if longest_line > INITIAL_BUFFER / 2 {
             *searcher = self.searcher();
         }
         // Most files have no hits: do not contend for the lock for them.
@@ -264,7 +264,7 @@ impl Job {
 
     /// Searches one file. Returns its first `max_results + 1` hits: one more than the cap, so the
     /// collector knows whether the cap actually cut something.
-    /// Also returns how many bytes were read.
+    /// Also returns the longest line read (an upper bound; `u64::MAX` after the stream path).
     fn search_file(
         &self,
         searcher: &mut Searcher,
@@ -283,7 +283,8 @@ impl Job {
             job: self,
             stopped: false,
             failed: false,
-            read: 0,
+            run: 0,
+            longest: 0,
         };
         let mut sink = HitSink {
             job: self,
@@ -296,7 +297,7 @@ impl Job {
             Err(_) if reader.stopped => {}
             Err(_) if reader.failed => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
-                return (Vec::new(), reader.read);
+                return (Vec::new(), reader.longest());
             }
             Err(_) => {
                 // The only other error is a line longer than the heap limit: search the file
@@ -319,7 +320,7 @@ impl Job {
         if sink.binary {
             self.binary.fetch_add(1, Ordering::Relaxed);
         }
-        (sink.hits, reader.read)
+        (sink.hits, reader.longest())
     }
 
     /// Builds a hit for a match at `start..end` of `line` (line number `line_no`).
@@ -365,7 +366,15 @@ struct GuardedReader<'a> {
     job: &'a Job,
     stopped: bool,
     failed: bool,
-    read: u64,
+    /// Bytes since the last line terminator, and the longest line seen so far.
+    run: u64,
+    longest: u64,
+}
+
+impl GuardedReader<'_> {
+    fn longest(&self) -> u64 {
+        self.longest.max(self.run)
+    }
 }
 
 impl Read for GuardedReader<'_> {
@@ -375,7 +384,17 @@ impl Read for GuardedReader<'_> {
             return Err(io::Error::other("search stopped"));
         }
         let n = self.inner.read(buf).inspect_err(|_| self.failed = true)?;
-        self.read += n as u64;
+        // Track line lengths with two searches per read: a chunk no longer than the buffer
+        // cannot hold a whole over-long line between two terminators.
+        let chunk = &buf[..n];
+        match memchr::memchr(b'\n', chunk) {
+            Some(first) => {
+                self.longest = self.longest.max(self.run + first as u64);
+                let last = memchr::memrchr(b'\n', chunk).unwrap_or(first);
+                self.run = (n - last - 1) as u64;
+            }
+            None => self.run += n as u64,
+        }
         Ok(n)
     }
 }

@@ -19,6 +19,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

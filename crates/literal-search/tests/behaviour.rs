@@ -23,14 +23,8 @@ fn run(search: &LiteralSearch, r: SearchRequest) -> SearchResult {
 fn gib_tree() -> &'static tempfile::TempDir {
     static TREE: OnceLock<tempfile::TempDir> = OnceLock::new();
     TREE.get_or_init(|| {
-        use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
-        let mut f = std::fs::File::create(dir.path().join("one-line.txt")).unwrap();
-        let block = vec![b'a'; 1 << 20];
-        for _ in 0..1024 {
-            f.write_all(&block).unwrap();
-        }
-        f.write_all(b"needle\n").unwrap();
+        support::write_gib_line(dir.path());
         dir
     })
 }

@@ -102,6 +102,11 @@ enum Command {
     },
 }
 
+/// Opens the host for a command, or prints why not and gives the exit code.
+fn open_host(location: &Location, options: host::HostOptions) -> Result<host::Host, ExitCode> {
+    host::Host::open(&location.root, location.index_dir.as_deref(), options).map_err(|e| fail(&e))
+}
+
 fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::Literal => "literal",
@@ -165,13 +170,9 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Index { location } => {
-            let host = match host::Host::open(
-                &location.root,
-                location.index_dir.as_deref(),
-                host::HostOptions::default(),
-            ) {
+            let host = match open_host(&location, host::HostOptions::default()) {
                 Ok(h) => h,
-                Err(e) => return fail(&e),
+                Err(code) => return code,
             };
             match host.rebuild() {
                 Ok(r) => {
@@ -182,13 +183,9 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Status { location, json } => {
-            let host = match host::Host::open(
-                &location.root,
-                location.index_dir.as_deref(),
-                host::HostOptions::default(),
-            ) {
+            let host = match open_host(&location, host::HostOptions::default()) {
                 Ok(h) => h,
-                Err(e) => return fail(&e),
+                Err(code) => return code,
             };
             let status = host.index.current_status();
             let body = json!({
@@ -217,13 +214,9 @@ async fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Mcp { location } => {
-            let host = match host::Host::open(
-                &location.root,
-                location.index_dir.as_deref(),
-                host::HostOptions::default(),
-            ) {
+            let host = match open_host(&location, host::HostOptions::default()) {
                 Ok(h) => h,
-                Err(e) => return fail(&e),
+                Err(code) => return code,
             };
             match mcp::serve(host).await {
                 Ok(()) => ExitCode::SUCCESS,

@@ -27,6 +27,14 @@ struct Setup {
     tool: RepoSearchTool,
 }
 
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn setup_with(backend: FixtureBackend, config: IndexedOperationsConfig) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     for (p, c) in FILES {
@@ -76,11 +84,7 @@ enum Expect {
 /// Runs `args` through the tool and checks the JSON; also checks the fallback never ran for an
 /// index query (no silent fallback) and that no error carries backend text.
 fn check(s: &Setup, args: Value, expected: Expect) -> Value {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = rt();
     let before = s.fallback.searches();
     let out = rt.block_on(s.tool.call(&args));
     // A backend that blocks its thread keeps running after the timeout; do not wait for it here.
@@ -353,11 +357,7 @@ fn slow_or_silent_backend_times_out_within_the_deadline() {
 #[test]
 fn cancel_is_timeout() {
     let s = setup(Behaviour::Never);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = rt();
     let req = SearchRequest::new("run", SearchMode::IndexedLiteral);
     let signal = req.signal.clone();
     let err = rt.block_on(async {
@@ -446,11 +446,7 @@ fn escaping_scope_is_refused_before_the_backend_is_called() {
 #[test]
 fn dispose_is_idempotent_and_leaves_literal_working() {
     let s = setup(Behaviour::Honest);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = rt();
     rt.block_on(async {
         s.ops.index().dispose().await.unwrap();
         s.ops.index().dispose().await.unwrap();
@@ -481,11 +477,7 @@ fn update_is_validated_before_any_backend_call_and_routed() {
         ..Default::default()
     };
     let s = setup_with(FixtureBackend::ready(FILES), config);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = rt();
     let index = s.ops.index();
     let over = upd((0..3)
         .map(|i| Change::Add {
@@ -553,11 +545,7 @@ fn update_is_validated_before_any_backend_call_and_routed() {
 fn literal_through_the_facade_is_byte_identical_to_the_bare_fallback() {
     #[path = "../../literal-search/tests/support/mod.rs"]
     mod support;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = rt();
     let mut compared = 0;
     for seed in [1, 2] {
         let (tree, _outside) = support::generated_tree(seed);

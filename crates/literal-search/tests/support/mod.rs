@@ -257,3 +257,15 @@ pub fn generated_tree(seed: u64) -> (tempfile::TempDir, tempfile::TempDir) {
     }
     (dir, outside)
 }
+
+/// Writes `one-line.txt`: a single line of 1 GiB of `a`, then `needle` and a newline.
+pub fn write_gib_line(dir: &Path) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join("one-line.txt")).unwrap());
+    let block = vec![b'a'; 1 << 20];
+    for _ in 0..1024 {
+        f.write_all(&block).unwrap();
+    }
+    f.write_all(b"needle\n").unwrap();
+    f.flush().unwrap();
+}

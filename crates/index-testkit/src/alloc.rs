@@ -1,0 +1,69 @@
+//! A counting global allocator, so heap figures are measured rather than estimated.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Forwards to [`System`] and counts live bytes and their peak. Install it with
+/// `#[global_allocator] static A: CountingAllocator = CountingAllocator;` in a binary of its own.
+#[derive(Debug, Default)]
+pub struct CountingAllocator;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call forwards to `System` with the caller's own arguments; the counters are
+// plain atomics and never affect what is allocated.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged; the caller upholds `dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged; the caller upholds `realloc`'s contract.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            let now = LIVE.fetch_add(new_size, Ordering::Relaxed) + new_size;
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+/// Live heap bytes now. Zero unless [`CountingAllocator`] is the global allocator.
+pub fn live() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+/// Starts a measurement: resets the peak to the current live bytes and returns them.
+pub fn start() -> usize {
+    let now = live();
+    PEAK.store(now, Ordering::SeqCst);
+    now
+}
+
+/// Peak bytes above `baseline` since [`start`].
+pub fn peak_over(baseline: usize) -> usize {
+    PEAK.load(Ordering::SeqCst).saturating_sub(baseline)
+}
+
+/// Whether the counting allocator is installed (it has seen an allocation).
+pub fn installed() -> bool {
+    let probe = vec![0u8; 64];
+    let seen = live() >= probe.len();
+    drop(probe);
+    seen
+}

@@ -352,15 +352,8 @@ impl EmbeddedIndex {
             let (docs, next) = self.extract_batch(&paths, start, n_threads);
             start = next;
             progress(start, paths.len());
-            let (bytes, crc) = encoder.encode(&docs);
             let file = format!("seg-{generation}-{}.idx", entries.len());
-            segment::write_durably(&self.dir, &file, &bytes)?;
-            entries.push(SegmentEntry {
-                file,
-                crc32: crc,
-                docs: docs.len() as u32,
-                deleted: Vec::new(),
-            });
+            entries.push(self.write_segment(&mut encoder, &docs, file)?);
         }
         let m = Manifest {
             format: 1,
@@ -431,6 +424,23 @@ impl EmbeddedIndex {
             at = end;
         }
         (docs, at)
+    }
+
+    /// Encodes `docs` into segment `file`, writes it durably, and returns its manifest entry.
+    fn write_segment(
+        &self,
+        encoder: &mut Encoder,
+        docs: &[DocTrigrams],
+        file: String,
+    ) -> Result<SegmentEntry, EmbeddedIndexError> {
+        let (bytes, crc) = encoder.encode(docs);
+        segment::write_durably(&self.dir, &file, &bytes)?;
+        Ok(SegmentEntry {
+            file,
+            crc32: crc,
+            docs: docs.len() as u32,
+            deleted: Vec::new(),
+        })
     }
 
     /// Commits a manifest, installs its snapshot and removes files no manifest names.
@@ -505,15 +515,8 @@ impl EmbeddedIndex {
                 })
                 .collect();
             if !docs.is_empty() {
-                let (bytes, crc) = Encoder::new().encode(&docs);
                 let file = format!("seg-{}-0.idx", m.generation);
-                segment::write_durably(&self.dir, &file, &bytes)?;
-                entries.push(SegmentEntry {
-                    file,
-                    crc32: crc,
-                    docs: docs.len() as u32,
-                    deleted: Vec::new(),
-                });
+                entries.push(self.write_segment(&mut Encoder::new(), &docs, file)?);
             }
         }
         // Drop segments with nothing live, then merge the small ones when there are too many.
@@ -574,21 +577,18 @@ impl EmbeddedIndex {
                 }
             }
         }
-        let (bytes, crc) = Encoder::new().encode(&docs);
-        let file = format!("seg-{generation}-merged.idx");
-        segment::write_durably(&self.dir, &file, &bytes)?;
+        let merged = self.write_segment(
+            &mut Encoder::new(),
+            &docs,
+            format!("seg-{generation}-merged.idx"),
+        )?;
         let mut out: Vec<SegmentEntry> = entries
             .into_iter()
             .enumerate()
             .filter(|(i, _)| !small.contains(i))
             .map(|(_, e)| e)
             .collect();
-        out.push(SegmentEntry {
-            file,
-            crc32: crc,
-            docs: docs.len() as u32,
-            deleted: Vec::new(),
-        });
+        out.push(merged);
         Ok(out)
     }
 

@@ -128,12 +128,29 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn load(dir: &Path, manifest: Manifest) -> Result<Snapshot, SegmentError> {
+    /// Maps and checks the manifest's segments. Segments already mapped (and checked) by
+    /// `previous` are reused, so a commit opens only the segments it wrote: its cost follows the
+    /// change, not the corpus.
+    fn load(
+        dir: &Path,
+        manifest: Manifest,
+        previous: Option<&Snapshot>,
+    ) -> Result<Snapshot, SegmentError> {
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut deleted = Vec::with_capacity(manifest.segments.len());
         let mut live = HashMap::new();
         for (si, entry) in manifest.segments.iter().enumerate() {
-            let seg = Segment::open(&dir.join(&entry.file), entry.crc32)?;
+            let reused = previous.and_then(|p| {
+                p.manifest
+                    .segments
+                    .iter()
+                    .position(|e| e.file == entry.file && e.crc32 == entry.crc32)
+                    .map(|i| p.segments[i].clone())
+            });
+            let seg = match reused {
+                Some(seg) => seg,
+                None => Arc::new(Segment::open(&dir.join(&entry.file), entry.crc32)?),
+            };
             if seg.n_docs() != entry.docs {
                 return Err(SegmentError::Corrupt);
             }
@@ -143,7 +160,7 @@ impl Snapshot {
                     live.insert(seg.path(id).to_owned(), (si, id));
                 }
             }
-            segments.push(Arc::new(seg));
+            segments.push(seg);
             deleted.push(del);
         }
         Ok(Snapshot {
@@ -234,7 +251,7 @@ impl EmbeddedIndex {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)?;
         let current = match manifest::read(&dir) {
-            Ok(m) => match Snapshot::load(&dir, m) {
+            Ok(m) => match Snapshot::load(&dir, m, None) {
                 Ok(s) => Current::Ready(Arc::new(s)),
                 Err(SegmentError::Io(e)) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(e);
@@ -446,7 +463,9 @@ impl EmbeddedIndex {
     /// Commits a manifest, installs its snapshot and removes files no manifest names.
     fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
         manifest::commit(&self.dir, &m)?;
-        let snapshot = Snapshot::load(&self.dir, m).map_err(|_| EmbeddedIndexError::Corrupt)?;
+        let previous = self.snapshot();
+        let snapshot = Snapshot::load(&self.dir, m, previous.as_deref())
+            .map_err(|_| EmbeddedIndexError::Corrupt)?;
         let bytes = snapshot.segments.iter().map(|s| s.bytes() as u64).sum();
         let keep: HashSet<String> = snapshot
             .manifest

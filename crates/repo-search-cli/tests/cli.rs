@@ -186,9 +186,15 @@ fn exit_codes_and_errors() {
     write(root, "a.txt", "hello\n");
     git(root, &["add", "."]);
     git(root, &["commit", "-qm", "one"]);
+    // First use builds the index; off a terminal it prints nothing but the answer.
     let hit = run(root, &["search", "hello"]);
     assert_eq!(hit.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&hit.stdout), "a.txt:1:1:hello\n");
+    assert_eq!(
+        String::from_utf8_lossy(&hit.stderr),
+        "",
+        "the first build printed off a terminal"
+    );
     assert_eq!(run(root, &["search", "absent"]).status.code(), Some(1));
     let bad = run(root, &["search", "hello", "--path", "../x"]);
     assert_eq!(bad.status.code(), Some(2));

@@ -212,6 +212,7 @@ impl RepositoryIndexBackend for MetadataFixture {
                     })
                     .collect();
                 return Ok(BackendSearchResponse {
+                    skipped: None,
                     status,
                     hits,
                     complete: true,
@@ -249,6 +250,7 @@ impl RepositoryIndexBackend for MetadataFixture {
             }
             let complete = hits.len() < cap;
             Ok(BackendSearchResponse {
+                skipped: None,
                 status,
                 hits,
                 complete,

@@ -14,8 +14,13 @@
 //! - **Updates**: each update writes a segment holding only the changed files and marks the old
 //!   copies deleted; small segments are merged once there are more than a few. Cost follows the
 //!   size of the change, not of the corpus.
-//! - **Concurrency**: a query takes the committed snapshot at its start and uses only it; updates
-//!   swap in a new snapshot after they commit.
+//! - **Freshness**: [`EmbeddedIndex::refresh`] walks the selection and compares each file's
+//!   `stat` stamp with the one recorded when it was read; git is never asked. The selection is the
+//!   truth.
+//! - **Concurrency**: any number of processes and threads may share one index directory. One
+//!   writer at a time holds an OS lock on `LOCK`; readers never wait for it: a query takes the
+//!   latest committed snapshot at its start and uses only it. Files are opened beneath the
+//!   worktree without following symlinks.
 //!
 //! # Example
 //!
@@ -43,26 +48,33 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod error;
 mod manifest;
+mod parallel;
+mod query;
+mod rank;
+mod refresh;
 mod segment;
-mod select;
+mod snapshot;
 mod trigram;
 mod verify;
+mod write;
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendHit, BackendSearchResponse, BoxFuture, Change,
-    IndexState, IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UnixMillis,
-    UpdateRequest,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, Change, IndexState,
+    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
 };
+use search_profile::RootDir;
 
-use manifest::{Manifest, ManifestError, SegmentEntry};
-use segment::{DocTrigrams, Encoder, Segment, SegmentError};
+pub use error::EmbeddedIndexError;
+pub use refresh::{RefreshKind, RefreshReport};
+
+use snapshot::{LoadError, ManifestId, Snapshot};
 
 /// How an [`EmbeddedIndex`] builds and maintains itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,104 +98,6 @@ impl Default for EmbeddedIndexConfig {
     }
 }
 
-/// Why building or updating failed. Searches and status never return these: a damaged index
-/// reports `failed`.
-#[derive(Debug)]
-pub enum EmbeddedIndexError {
-    /// Reading the worktree or writing the index directory failed.
-    Io(std::io::Error),
-    /// The committed index is damaged; rebuild it with [`EmbeddedIndex::build`].
-    Corrupt,
-    /// A search was given a query the matcher cannot compile.
-    BadQuery,
-}
-
-impl std::fmt::Display for EmbeddedIndexError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EmbeddedIndexError::Io(e) => write!(f, "index I/O failed: {e}"),
-            EmbeddedIndexError::Corrupt => {
-                f.write_str("the committed index is damaged; rebuild it")
-            }
-            EmbeddedIndexError::BadQuery => f.write_str("the query cannot be compiled"),
-        }
-    }
-}
-
-impl std::error::Error for EmbeddedIndexError {}
-
-impl From<std::io::Error> for EmbeddedIndexError {
-    fn from(e: std::io::Error) -> Self {
-        EmbeddedIndexError::Io(e)
-    }
-}
-
-/// One committed version: the manifest and its mapped segments.
-struct Snapshot {
-    manifest: Manifest,
-    segments: Vec<Arc<Segment>>,
-    deleted: Vec<HashSet<u32>>,
-    /// Live path → (segment, doc).
-    live: HashMap<String, (usize, u32)>,
-}
-
-impl Snapshot {
-    /// Maps and checks the manifest's segments. Segments already mapped (and checked) by
-    /// `previous` are reused, so a commit opens only the segments it wrote: its cost follows the
-    /// change, not the corpus.
-    fn load(
-        dir: &Path,
-        manifest: Manifest,
-        previous: Option<&Snapshot>,
-    ) -> Result<Snapshot, SegmentError> {
-        let mut segments = Vec::with_capacity(manifest.segments.len());
-        let mut deleted = Vec::with_capacity(manifest.segments.len());
-        let mut live = HashMap::new();
-        for (si, entry) in manifest.segments.iter().enumerate() {
-            let reused = previous.and_then(|p| {
-                p.manifest
-                    .segments
-                    .iter()
-                    .position(|e| e.file == entry.file && e.crc32 == entry.crc32)
-                    .map(|i| p.segments[i].clone())
-            });
-            let seg = match reused {
-                Some(seg) => seg,
-                None => Arc::new(Segment::open(&dir.join(&entry.file), entry.crc32)?),
-            };
-            if seg.n_docs() != entry.docs {
-                return Err(SegmentError::Corrupt);
-            }
-            let del: HashSet<u32> = entry.deleted.iter().copied().collect();
-            for id in 0..seg.n_docs() {
-                if !del.contains(&id) {
-                    live.insert(seg.path(id).to_owned(), (si, id));
-                }
-            }
-            segments.push(seg);
-            deleted.push(del);
-        }
-        Ok(Snapshot {
-            manifest,
-            segments,
-            deleted,
-            live,
-        })
-    }
-
-    fn status(&self) -> IndexStatus {
-        IndexStatus {
-            state: if self.manifest.generation == 0 {
-                IndexState::Empty
-            } else {
-                IndexState::Ready
-            },
-            source_revision: self.manifest.source_revision.clone(),
-            updated_at: self.manifest.updated_at.map(UnixMillis),
-        }
-    }
-}
-
 enum Current {
     Ready(Arc<Snapshot>),
     Failed,
@@ -199,18 +113,22 @@ enum Current {
 /// the answer holds the best-prior files.
 pub struct EmbeddedIndex {
     root: PathBuf,
-    dir: PathBuf,
+    /// The worktree, opened once: every file is opened beneath it without following symlinks.
+    root_dir: RootDir,
     config: EmbeddedIndexConfig,
-    current: RwLock<Current>,
+    /// The latest snapshot this process loaded, and which manifest file it came from.
+    current: RwLock<(Current, Option<ManifestId>)>,
     writer: Mutex<()>,
     building: AtomicBool,
+    /// The index directory, opened once: index files are opened beneath it the same way.
+    dir_handle: RootDir,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedIndex")
             .field("root", &self.root)
-            .field("dir", &self.dir)
+            .field("dir", &self.dir_handle.path())
             .finish_non_exhaustive()
     }
 }
@@ -250,31 +168,19 @@ impl EmbeddedIndex {
         let root = root.as_ref().canonicalize()?;
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)?;
-        let current = match manifest::read(&dir) {
-            Ok(m) => match Snapshot::load(&dir, m, None) {
-                Ok(s) => Current::Ready(Arc::new(s)),
-                Err(SegmentError::Io(e)) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(e);
-                }
-                Err(_) => Current::Failed,
-            },
-            Err(ManifestError::Missing) => Current::Ready(Arc::new(Snapshot {
-                manifest: Manifest::empty(),
-                segments: Vec::new(),
-                deleted: Vec::new(),
-                live: HashMap::new(),
-            })),
-            Err(ManifestError::Corrupt) => Current::Failed,
-            Err(ManifestError::Io(e)) => return Err(e),
-        };
-        Ok(EmbeddedIndex {
+        let index = EmbeddedIndex {
+            root_dir: RootDir::open(&root)?,
             root,
-            dir,
             config,
-            current: RwLock::new(current),
+            current: RwLock::new((Current::Failed, None)),
             writer: Mutex::new(()),
             building: AtomicBool::new(false),
-        })
+            dir_handle: RootDir::open(&dir)?,
+        };
+        if let Err(LoadError::Io(e)) = index.load() {
+            return Err(e);
+        }
+        Ok(index)
     }
 
     /// The worktree root.
@@ -282,20 +188,52 @@ impl EmbeddedIndex {
         &self.root
     }
 
+    /// Loads the committed version, whatever this process held before.
+    fn load(&self) -> Result<(), LoadError> {
+        let id = snapshot::manifest_id(&self.dir_handle);
+        let previous = self.snapshot();
+        let loaded = Snapshot::read_committed(&self.dir_handle, previous.as_deref());
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        match loaded {
+            Ok(s) => {
+                *current = (Current::Ready(Arc::new(s)), id);
+                Ok(())
+            }
+            Err(e) => {
+                *current = (Current::Failed, id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Notices a commit by another process (or a damaged or deleted index) and loads it. Costs
+    /// one `stat` when nothing changed.
+    pub(crate) fn sync(&self) {
+        let now = snapshot::manifest_id(&self.dir_handle);
+        let held = self.current.read().unwrap_or_else(|p| p.into_inner()).1;
+        if now != held || now.is_none() && self.snapshot().is_none_or(|s| s.manifest.generation > 0)
+        {
+            let _ = self.load();
+        }
+    }
+
     fn snapshot(&self) -> Option<Arc<Snapshot>> {
-        match &*self.current.read().unwrap_or_else(|p| p.into_inner()) {
+        match &self.current.read().unwrap_or_else(|p| p.into_inner()).0 {
             Current::Ready(s) => Some(s.clone()),
             Current::Failed => None,
         }
     }
 
     fn install(&self, s: Snapshot) {
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Current::Ready(Arc::new(s));
+        let id = snapshot::manifest_id(&self.dir_handle);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) =
+            (Current::Ready(Arc::new(s)), id);
     }
 
-    /// The status of the committed index, honestly: `empty` before the first build, `building`
+    /// The status of the latest commit, honestly: `empty` before the first build, `building`
     /// during a first build, `ready` once committed, `failed` when damaged.
     pub fn current_status(&self) -> IndexStatus {
+        self.sync();
         match self.snapshot() {
             None => IndexStatus::new(IndexState::Failed),
             Some(s) => {
@@ -318,15 +256,12 @@ impl EmbeddedIndex {
         v
     }
 
-    /// The files the index would hold if built now: the literal search's selection, sorted.
+    /// The files the index would hold if built now: the literal search's selection, in path
+    /// order.
     pub fn selection(&self) -> Vec<String> {
-        select::files(&self.root, threads(&self.config))
-    }
-
-    /// Which of `candidates` belong to the selection now (same rules as [`EmbeddedIndex::selection`],
-    /// at the cost of reading only the candidates' ancestor directories).
-    pub fn select(&self, candidates: &[String]) -> Vec<String> {
-        select::select(&self.root, threads(&self.config), candidates)
+        search_profile::Selection::new(&self.root)
+            .threads(threads(&self.config))
+            .files()
     }
 
     /// Whether the committed index holds `path`.
@@ -335,7 +270,8 @@ impl EmbeddedIndex {
     }
 
     /// Indexes the whole worktree and commits it as `source_revision`, replacing whatever was
-    /// committed. Memory is bounded by [`EmbeddedIndexConfig::pairs_per_segment`].
+    /// committed. Memory is bounded by [`EmbeddedIndexConfig::pairs_per_segment`]. Waits for
+    /// any other writer.
     pub fn build(&self, source_revision: &str) -> Result<BuildStats, EmbeddedIndexError> {
         self.build_with_progress(source_revision, &mut |_, _| {})
     }
@@ -346,208 +282,28 @@ impl EmbeddedIndex {
         source_revision: &str,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<BuildStats, EmbeddedIndexError> {
-        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _lock = self.lock(None)?;
         self.building.store(true, Ordering::SeqCst);
         let result = self.build_locked(source_revision, progress);
         self.building.store(false, Ordering::SeqCst);
         result
     }
 
-    fn build_locked(
-        &self,
-        source_revision: &str,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<BuildStats, EmbeddedIndexError> {
-        let n_threads = threads(&self.config);
-        let paths = select::files(&self.root, n_threads);
-        let generation = self.snapshot().map_or(0, |s| s.manifest.generation) + 1;
-        let mut encoder = Encoder::new();
-        let mut entries = Vec::new();
-        let mut start = 0;
-        while start < paths.len() {
-            // Take files until the pair budget is reached (measured as we extract).
-            let (docs, next) = self.extract_batch(&paths, start, n_threads);
-            start = next;
-            progress(start, paths.len());
-            let file = format!("seg-{generation}-{}.idx", entries.len());
-            entries.push(self.write_segment(&mut encoder, &docs, file)?);
-        }
-        let m = Manifest {
-            format: 1,
-            generation,
-            segments: entries,
-            source_revision: Some(source_revision.to_owned()),
-            updated_at: Some(UnixMillis::now().0),
-        };
-        let stats = self.commit(m)?;
-        Ok(BuildStats {
-            files: paths.len(),
-            index_bytes: stats,
-            segments: self.snapshot().map_or(0, |s| s.segments.len()),
-        })
-    }
-
-    /// Extracts trigrams for files from `start` on, in parallel, until the pair budget is used.
-    fn extract_batch(
-        &self,
-        paths: &[String],
-        start: usize,
-        n_threads: usize,
-    ) -> (Vec<DocTrigrams>, usize) {
-        let budget = self.config.pairs_per_segment;
-        let mut docs: Vec<DocTrigrams> = Vec::new();
-        let mut pairs = 0usize;
-        let mut at = start;
-        // Work in chunks so the budget is checked often without serialising the threads.
-        const CHUNK: usize = 256;
-        while at < paths.len() && pairs < budget {
-            let end = (at + CHUNK * n_threads).min(paths.len());
-            let slice = &paths[at..end];
-            let next = AtomicUsize::new(0);
-            let mut parts: Vec<Vec<(usize, Vec<u32>)>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..n_threads)
-                    .map(|_| {
-                        let next = &next;
-                        scope.spawn(move || {
-                            let mut ex = trigram::Extractor::new();
-                            let mut out = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, Ordering::Relaxed);
-                                if i >= slice.len() {
-                                    break;
-                                }
-                                // An unreadable file is indexed as empty: the literal search
-                                // would find nothing in it either.
-                                let bytes =
-                                    std::fs::read(self.root.join(&slice[i])).unwrap_or_default();
-                                out.push((i, ex.extract(&bytes)));
-                            }
-                            out
-                        })
-                    })
-                    .collect();
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            });
-            let mut merged: Vec<(usize, Vec<u32>)> =
-                parts.iter_mut().flat_map(std::mem::take).collect();
-            merged.sort_unstable_by_key(|(i, _)| *i);
-            for (i, trigrams) in merged {
-                pairs += trigrams.len();
-                docs.push(DocTrigrams {
-                    path: slice[i].clone(),
-                    trigrams,
-                });
-            }
-            at = end;
-        }
-        (docs, at)
-    }
-
-    /// Encodes `docs` into segment `file`, writes it durably, and returns its manifest entry.
-    fn write_segment(
-        &self,
-        encoder: &mut Encoder,
-        docs: &[DocTrigrams],
-        file: String,
-    ) -> Result<SegmentEntry, EmbeddedIndexError> {
-        let (bytes, crc) = encoder.encode(docs);
-        segment::write_durably(&self.dir, &file, &bytes)?;
-        Ok(SegmentEntry {
-            file,
-            crc32: crc,
-            docs: docs.len() as u32,
-            deleted: Vec::new(),
-        })
-    }
-
-    /// Commits a manifest, installs its snapshot and removes files no manifest names.
-    fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
-        manifest::commit(&self.dir, &m)?;
-        let previous = self.snapshot();
-        let snapshot = Snapshot::load(&self.dir, m, previous.as_deref())
-            .map_err(|_| EmbeddedIndexError::Corrupt)?;
-        let bytes = snapshot.segments.iter().map(|s| s.bytes() as u64).sum();
-        let keep: HashSet<String> = snapshot
-            .manifest
-            .segments
-            .iter()
-            .map(|e| e.file.clone())
-            .collect();
-        self.install(snapshot);
-        // Queries that still hold an older snapshot keep their mappings: on Unix a removed file
-        // stays readable while mapped.
-        if let Ok(rd) = std::fs::read_dir(&self.dir) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let stale_segment = name.ends_with(".idx") && !keep.contains(&name);
-                let leftover = name.starts_with('.') && name.ends_with(".tmp");
-                if stale_segment || leftover {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(bytes)
-    }
-
-    /// Applies removals and upserts (files re-read from the worktree) and commits them, with
-    /// `source_revision` when given (else the committed revision stays). Cost is proportional to
-    /// the change: one new segment for the upserted files, deletion marks for the old copies.
+    /// Applies removals and upserts (files re-read from the worktree, without following
+    /// symlinks) and commits them, with `source_revision` when given (else the committed revision
+    /// stays). Cost follows the size of the change. Waits for any other writer.
     pub fn apply(
         &self,
         upserts: &[String],
         removals: &[String],
         source_revision: Option<&str>,
     ) -> Result<(), EmbeddedIndexError> {
-        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(snap) = self.snapshot() else {
-            return Err(EmbeddedIndexError::Corrupt);
-        };
-        let mut m = snap.manifest.clone();
-        m.generation += 1;
-        let mut entries = m.segments.clone();
-        for path in upserts.iter().chain(removals) {
-            if let Some(&(si, id)) = snap.live.get(path)
-                && !entries[si].deleted.contains(&id)
-            {
-                entries[si].deleted.push(id);
-            }
-        }
-        let mut new_docs: Vec<String> = upserts
+        let _lock = self.lock(None)?;
+        let upserts: Vec<(String, segment::Stamp)> = upserts
             .iter()
-            .filter(|p| !removals.contains(p))
-            .cloned()
-            .collect::<HashSet<_>>()
-            .into_iter()
+            .map(|p| (p.clone(), segment::Stamp::default()))
             .collect();
-        new_docs.sort();
-        if !new_docs.is_empty() {
-            let mut ex = trigram::Extractor::new();
-            let docs: Vec<DocTrigrams> = new_docs
-                .into_iter()
-                .filter_map(|path| {
-                    // A path that is not a file now (deleted since) is simply not indexed.
-                    let bytes = std::fs::read(self.root.join(&path)).ok()?;
-                    Some(DocTrigrams {
-                        trigrams: ex.extract(&bytes),
-                        path,
-                    })
-                })
-                .collect();
-            if !docs.is_empty() {
-                let file = format!("seg-{}-0.idx", m.generation);
-                entries.push(self.write_segment(&mut Encoder::new(), &docs, file)?);
-            }
-        }
-        // Drop segments with nothing live, then merge the small ones when there are too many.
-        entries.retain(|e| (e.deleted.len() as u32) < e.docs);
-        let entries = self.maybe_merge(entries, &snap, m.generation)?;
-        m.segments = entries;
-        if let Some(rev) = source_revision {
-            m.source_revision = Some(rev.to_owned());
-        }
-        m.updated_at = Some(UnixMillis::now().0);
-        self.commit(m)?;
-        Ok(())
+        self.apply_locked(&upserts, removals, source_revision)
     }
 
     /// Re-stamps the committed index as current at `source_revision` without changing its
@@ -556,219 +312,11 @@ impl EmbeddedIndex {
         self.apply(&[], &[], Some(source_revision))
     }
 
-    fn maybe_merge(
-        &self,
-        entries: Vec<SegmentEntry>,
-        snap: &Snapshot,
-        generation: u64,
-    ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
-        let largest = entries.iter().map(|e| e.docs).max().unwrap_or(0);
-        // "Small" is relative to the largest segment; the build's segments are all large.
-        let small: Vec<usize> = (0..entries.len())
-            .filter(|&i| entries[i].docs * 16 < largest)
-            .collect();
-        if small.len() <= self.config.max_small_segments {
-            return Ok(entries);
-        }
-        let mut docs: Vec<DocTrigrams> = Vec::new();
-        for &i in &small {
-            let e = &entries[i];
-            let seg = match snap.manifest.segments.iter().position(|s| s.file == e.file) {
-                Some(si) => snap.segments[si].clone(),
-                None => Arc::new(
-                    Segment::open(&self.dir.join(&e.file), e.crc32)
-                        .map_err(|_| EmbeddedIndexError::Corrupt)?,
-                ),
-            };
-            let deleted: HashSet<u32> = e.deleted.iter().copied().collect();
-            let mut per_doc: Vec<Vec<u32>> = vec![Vec::new(); seg.n_docs() as usize];
-            for (t, list) in seg.pairs() {
-                for d in list {
-                    per_doc[d as usize].push(t);
-                }
-            }
-            for (id, trigrams) in per_doc.into_iter().enumerate() {
-                if !deleted.contains(&(id as u32)) {
-                    docs.push(DocTrigrams {
-                        path: seg.path(id as u32).to_owned(),
-                        trigrams,
-                    });
-                }
-            }
-        }
-        let merged = self.write_segment(
-            &mut Encoder::new(),
-            &docs,
-            format!("seg-{generation}-merged.idx"),
-        )?;
-        let mut out: Vec<SegmentEntry> = entries
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| !small.contains(i))
-            .map(|(_, e)| e)
-            .collect();
-        out.push(merged);
-        Ok(out)
+    /// Takes the writer lock and releases it: for tests and hosts that must know no other writer
+    /// is mid-commit. Fails with [`EmbeddedIndexError::Busy`] when `deadline` passes first.
+    pub fn wait_for_writers(&self, deadline: Option<Instant>) -> Result<(), EmbeddedIndexError> {
+        self.lock(deadline).map(drop)
     }
-
-    /// Answers a query from the committed snapshot taken at its start.
-    pub fn search_now(
-        &self,
-        request: &SearchRequest,
-    ) -> Result<BackendSearchResponse, EmbeddedIndexError> {
-        let started = Instant::now();
-        let Some(snap) = self.snapshot() else {
-            return Ok(BackendSearchResponse {
-                status: IndexStatus::new(IndexState::Failed),
-                hits: Vec::new(),
-                complete: true,
-            });
-        };
-        let status = snap.status();
-        let cap = request.max_results.unwrap_or(1000);
-        let matcher = verify::matcher(&request.query, request.case_insensitive)
-            .map_err(|_| EmbeddedIndexError::BadQuery)?;
-        let scope = request.path.as_deref();
-        let in_scope = |p: &str| match scope {
-            None => true,
-            Some(s) => {
-                p == s || (p.len() > s.len() && p.starts_with(s) && p.as_bytes()[s.len()] == b'/')
-            }
-        };
-        // Candidates: files holding every query trigram, in every segment, minus deleted docs.
-        let trigrams = trigram::query_trigrams(&request.query, request.case_insensitive);
-        // Each candidate is one packed key: inverted prior, segment, doc. Sorting the keys orders
-        // candidates best prior first, ties in index order (path order for a fresh build).
-        let mut keys: Vec<u64> = Vec::new();
-        for (si, seg) in snap.segments.iter().enumerate() {
-            let ids: Vec<u32> = match &trigrams {
-                None => (0..seg.n_docs()).collect(),
-                Some(ts) => {
-                    let mut order: Vec<u32> = ts.clone();
-                    order.sort_by_key(|&t| seg.count(t));
-                    let mut acc = seg.postings(order[0]);
-                    for &t in &order[1..] {
-                        if acc.is_empty() {
-                            break;
-                        }
-                        let next = seg.postings(t);
-                        acc = intersect(&acc, &next);
-                    }
-                    acc
-                }
-            };
-            for id in ids {
-                if snap.deleted[si].contains(&id) || !in_scope(seg.path(id)) {
-                    continue;
-                }
-                let inverted = u64::from(255 - seg.prior(id));
-                keys.push((inverted << 56) | ((si as u64) << 32) | u64::from(id));
-            }
-        }
-        keys.sort_unstable();
-        let candidates: Vec<(f64, &str)> = keys
-            .iter()
-            .map(|&k| {
-                let (si, id) = (((k >> 32) & 0xFF_FFFF) as usize, k as u32);
-                (
-                    f64::from(snap.segments[si].prior(id)) / 255.0,
-                    snap.segments[si].path(id),
-                )
-            })
-            .collect();
-        let deadline = request.deadline.map(|d| started + d);
-        let n_threads = threads(&self.config).min(candidates.len().max(1));
-        let mut hits: Vec<(usize, BackendHit)> = Vec::new();
-        let mut complete = true;
-        let mut at = 0;
-        // Verify in rank order, a block at a time across threads, until the cap is reached.
-        while at < candidates.len() {
-            if request.signal.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d) {
-                complete = false;
-                break;
-            }
-            let block = (cap - hits.len()).clamp(16, 512) * n_threads;
-            let end = (at + block).min(candidates.len());
-            let slice = &candidates[at..end];
-            let next = AtomicUsize::new(0);
-            let found: Vec<Vec<(usize, BackendHit)>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..n_threads)
-                    .map(|_| {
-                        let (next, matcher) = (&next, &matcher);
-                        scope.spawn(move || {
-                            let mut searcher = verify::searcher();
-                            let mut out = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, Ordering::Relaxed);
-                                if i >= slice.len() {
-                                    break;
-                                }
-                                let (prior, path) = slice[i];
-                                let (found, grown) = verify::first_match(
-                                    &mut searcher,
-                                    matcher,
-                                    &self.root.join(path),
-                                );
-                                // As in the literal search: a fresh buffer for every file, so
-                                // binary detection stops where it would for a fresh searcher.
-                                if grown {
-                                    searcher = verify::searcher();
-                                }
-                                if let Some(m) = found {
-                                    out.push((
-                                        at + i,
-                                        BackendHit {
-                                            path: path.to_owned(),
-                                            line: m.line,
-                                            column: m.column,
-                                            score: verify::score(prior, &m),
-                                            snippet: m.snippet,
-                                        },
-                                    ));
-                                }
-                            }
-                            out
-                        })
-                    })
-                    .collect();
-                handles.into_iter().filter_map(|h| h.join().ok()).collect()
-            });
-            hits.extend(found.into_iter().flatten());
-            at = end;
-            if hits.len() >= cap {
-                break;
-            }
-        }
-        hits.sort_by_key(|(rank, _)| *rank);
-        if hits.len() > cap || (hits.len() == cap && at < candidates.len()) {
-            complete = false;
-        }
-        hits.truncate(cap);
-        let mut hits: Vec<BackendHit> = hits.into_iter().map(|(_, h)| h).collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(BackendSearchResponse {
-            status,
-            hits,
-            complete,
-        })
-    }
-}
-
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len().min(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
 }
 
 impl RepositoryIndexBackend for EmbeddedIndex {

@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 
 /// The file name of the committed manifest.
 pub(crate) const MANIFEST: &str = "MANIFEST";
-const FORMAT: u32 = 1;
+/// The manifest format this version writes and reads. Format 2 holds segments with per-doc
+/// stamps (segment magic `\x03`).
+pub(crate) const FORMAT: u32 = 2;
+/// A manifest larger than this is damage, not an index: it is refused before it is read.
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// One segment of the committed index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,12 +64,25 @@ pub(crate) enum ManifestError {
     Io(std::io::Error),
 }
 
-pub(crate) fn read(dir: &Path) -> Result<Manifest, ManifestError> {
-    let bytes = match std::fs::read(dir.join(MANIFEST)) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ManifestError::Missing),
-        Err(e) => return Err(ManifestError::Io(e)),
+/// Reads the committed manifest. It is opened without following a symlink and without blocking,
+/// and must be a regular file of bounded size: a FIFO or a link planted in its place is damage.
+pub(crate) fn read(dir: &search_profile::RootDir) -> Result<Manifest, ManifestError> {
+    use search_profile::OpenError;
+    let file = match dir.open_file(MANIFEST) {
+        Ok(f) => f,
+        Err(OpenError::Missing) => return Err(ManifestError::Missing),
+        Err(OpenError::Io(e)) => return Err(ManifestError::Io(e)),
+        Err(_) => return Err(ManifestError::Corrupt),
     };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&file, MAX_MANIFEST_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(ManifestError::Io)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::Corrupt);
+    }
     let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| ManifestError::Corrupt)?;
     if crc32fast::hash(env.body.as_bytes()) != env.crc32 {
         return Err(ManifestError::Corrupt);

@@ -1,10 +1,11 @@
 //! An immutable segment file: the paths of its documents and a trigram → postings map.
 //!
 //! ```text
-//! magic   8 bytes  "RSIDX\0\0\x01"
+//! magic   8 bytes  "RSIDX\0\0\x03"
 //! n_docs  u32, n_trigrams u32, paths_off u64, dict_off u64, postings_off u64, end u64
 //! paths   (n_docs + 1) u32 offsets into the path bytes that follow them
-//! priors  n_docs bytes: each path's ranking prior, quantized to 1..=255
+//! meta    n_docs × 34 bytes: ranking prior u8 (1..=255), flags u8, then the file's stamp when it
+//!         was read: length u64, mtime ns u64, ctime ns u64, inode u64
 //! dict    n_trigrams × { trigram u32, postings offset u32 (from postings_off), count u32 }
 //! postings  per trigram: doc ids as LEB128 deltas
 //! crc32   of bytes [0, end)
@@ -18,7 +19,9 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-const MAGIC: &[u8; 8] = b"RSIDX\0\0\x02";
+const MAGIC: &[u8; 8] = b"RSIDX\0\0\x03";
+/// Bytes of per-doc metadata: prior, flags, stamp.
+const META: usize = 34;
 const HEADER: usize = 48;
 
 /// Why a segment cannot be read.
@@ -34,10 +37,45 @@ impl From<io::Error> for SegmentError {
     }
 }
 
-/// A document about to be written: its path and its sorted distinct trigrams.
+/// What the index knows of a file besides its trigrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct DocMeta {
+    /// The ranking prior, quantized to 1..=255 (computed by the ranking code, stored here).
+    pub(crate) prior: u8,
+    /// `flags::*` bits.
+    pub(crate) flags: u8,
+    /// The file's stamp when it was read.
+    pub(crate) stamp: Stamp,
+}
+
+/// A file's identity and version as `stat` reports it. Two equal stamps mean the file was not
+/// written in between, unless it was written within the file system's timestamp granularity of
+/// the read: such a read is flagged [`flags::RACY`] and never trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Stamp {
+    pub(crate) len: u64,
+    pub(crate) mtime_ns: u64,
+    pub(crate) ctime_ns: u64,
+    pub(crate) ino: u64,
+}
+
+/// Bits of [`DocMeta::flags`].
+pub(crate) mod flags {
+    /// The file was modified too close to when it was read for its stamp to vouch for it: the
+    /// next refresh reads it again.
+    pub(crate) const RACY: u8 = 1;
+    /// The trust gate refuses the file's name: the index holds it, never serves it, and reports an
+    /// answer incomplete when it holds a match.
+    pub(crate) const REFUSED_NAME: u8 = 2;
+    /// The file could not be opened or read when it was indexed; it has no trigrams.
+    pub(crate) const UNREADABLE: u8 = 4;
+}
+
+/// A document about to be written: its path, its sorted distinct trigrams and its metadata.
 pub(crate) struct DocTrigrams {
     pub(crate) path: String,
     pub(crate) trigrams: Vec<u32>,
+    pub(crate) meta: DocMeta,
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u32) {
@@ -104,7 +142,7 @@ impl Encoder {
             begin = end;
         }
         encode_lists(
-            docs.iter().map(|d| d.path.as_str()),
+            docs.iter().map(|d| (d.path.as_str(), d.meta)),
             docs.len(),
             lists.into_iter(),
         )
@@ -113,7 +151,7 @@ impl Encoder {
 
 /// Serializes from (trigram, ascending doc ids) lists in ascending trigram order.
 pub(crate) fn encode_lists<'a, 'b>(
-    paths: impl Iterator<Item = &'a str>,
+    paths: impl Iterator<Item = (&'a str, DocMeta)>,
     n_docs: usize,
     lists: impl Iterator<Item = (u32, &'b [u32])>,
 ) -> (Vec<u8>, u32) {
@@ -122,18 +160,22 @@ pub(crate) fn encode_lists<'a, 'b>(
     let paths_off = out.len();
     let mut offsets = Vec::with_capacity(n_docs + 1);
     let mut bytes = Vec::new();
-    let mut priors = Vec::with_capacity(n_docs);
-    for p in paths {
+    let mut metas = Vec::with_capacity(n_docs * META);
+    for (p, m) in paths {
         offsets.push(bytes.len() as u32);
         bytes.extend_from_slice(p.as_bytes());
-        priors.push(crate::verify::quantized_prior(p));
+        metas.push(m.prior);
+        metas.push(m.flags);
+        for v in [m.stamp.len, m.stamp.mtime_ns, m.stamp.ctime_ns, m.stamp.ino] {
+            metas.extend_from_slice(&v.to_le_bytes());
+        }
     }
     offsets.push(bytes.len() as u32);
     for o in &offsets {
         out.extend_from_slice(&o.to_le_bytes());
     }
     out.extend_from_slice(&bytes);
-    out.extend_from_slice(&priors);
+    out.extend_from_slice(&metas);
     let mut dict = Vec::new();
     let mut postings = Vec::new();
     for (t, docs) in lists {
@@ -164,16 +206,24 @@ pub(crate) fn encode_lists<'a, 'b>(
     (out, crc)
 }
 
-/// Writes bytes to `dir/name` durably: temporary file, fsync, rename.
+/// Writes bytes to `dir/name` durably: a temporary file of a name unique to this writer, fsync,
+/// rename. The rename replaces the directory entry, never the old file's bytes, so a reader that
+/// mapped the old file keeps reading it intact.
 pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = File::create(&tmp)?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", crate::write::unique_suffix()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, dir.join(name))?;
-    Ok(())
+    written
 }
 
 /// A mapped, checked segment.
@@ -202,8 +252,19 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl Segment {
     /// Maps and checks a segment: magic, bounds and the crc over the whole file, which must also
     /// equal the crc the manifest recorded.
-    pub(crate) fn open(path: &Path, expected_crc: u32) -> Result<Segment, SegmentError> {
-        let file = File::open(path)?;
+    pub(crate) fn open(
+        dir: &search_profile::RootDir,
+        name: &str,
+        expected_crc: u32,
+    ) -> Result<Segment, SegmentError> {
+        let file: File = dir.open_file(name).map_err(|e| match e {
+            search_profile::OpenError::Io(e) => SegmentError::Io(e),
+            search_profile::OpenError::Missing => {
+                SegmentError::Io(io::Error::from(io::ErrorKind::NotFound))
+            }
+            // A symlink, FIFO or directory where a segment should be is damage.
+            _ => SegmentError::Corrupt,
+        })?;
         // SAFETY: segment files are immutable once renamed into place (see the module docs), and
         // the index directory belongs to this index; nothing truncates or rewrites them while
         // mapped.
@@ -239,12 +300,13 @@ impl Segment {
         }
         // Every path must be valid UTF-8 within bounds; checked once so lookups cannot panic.
         let last = seg.path_range(seg.n_docs.saturating_sub(1)).1;
-        if seg.n_docs > 0 && paths_bytes_start + last + seg.n_docs as usize != seg.dict_off {
+        let meta_bytes = seg.n_docs as usize * META;
+        if seg.n_docs > 0 && paths_bytes_start + last + meta_bytes != seg.dict_off {
             return Err(SegmentError::Corrupt);
         }
         for i in 0..seg.n_docs {
             let (s, e) = seg.path_range(i);
-            if s > e || paths_bytes_start + e + seg.n_docs as usize > seg.dict_off {
+            if s > e || paths_bytes_start + e + meta_bytes > seg.dict_off {
                 return Err(SegmentError::Corrupt);
             }
             if std::str::from_utf8(&seg.map[paths_bytes_start + s..paths_bytes_start + e]).is_err()
@@ -274,9 +336,25 @@ impl Segment {
         std::str::from_utf8(&self.map[base + s..base + e]).unwrap_or("")
     }
 
+    /// The metadata of doc `id` (< n_docs).
+    pub(crate) fn meta(&self, id: u32) -> DocMeta {
+        let at = self.dict_off - self.n_docs as usize * META + id as usize * META;
+        let b = &self.map[at..at + META];
+        DocMeta {
+            prior: b[0],
+            flags: b[1],
+            stamp: Stamp {
+                len: u64_at(b, 2),
+                mtime_ns: u64_at(b, 10),
+                ctime_ns: u64_at(b, 18),
+                ino: u64_at(b, 26),
+            },
+        }
+    }
+
     /// The ranking prior of doc `id` (< n_docs), 1..=255.
     pub(crate) fn prior(&self, id: u32) -> u8 {
-        self.map[self.dict_off - self.n_docs as usize + id as usize]
+        self.map[self.dict_off - self.n_docs as usize * META + id as usize * META]
     }
 
     fn dict_entry(&self, i: usize) -> (u32, usize, usize) {

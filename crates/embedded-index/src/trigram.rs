@@ -3,6 +3,8 @@
 //! One folded index serves both case modes: a case-sensitive query's folded trigrams are a
 //! necessary condition too, and the candidates are verified exactly afterwards.
 
+use std::io::{self, Read};
+
 /// Folds ASCII upper case to lower case; every other byte is itself.
 #[inline]
 pub(crate) fn fold(b: u8) -> u8 {
@@ -14,10 +16,14 @@ fn pack(a: u8, b: u8, c: u8) -> u32 {
     (u32::from(fold(a)) << 16) | (u32::from(fold(b)) << 8) | u32::from(fold(c))
 }
 
+/// The read size of the streaming extraction: memory stays bounded whatever a file holds.
+const CHUNK: usize = 256 * 1024;
+
 /// Collects the distinct trigrams of one file, reusing a 2 MiB bitset across files.
 pub(crate) struct Extractor {
     seen: Vec<u64>,
     found: Vec<u32>,
+    buf: Vec<u8>,
 }
 
 impl Extractor {
@@ -25,54 +31,67 @@ impl Extractor {
         Extractor {
             seen: vec![0; (1 << 24) / 64],
             found: Vec::new(),
+            buf: vec![0; CHUNK + 2],
         }
     }
 
-    /// The sorted distinct trigrams of `bytes`, up to the first NUL (a match can only lie before
-    /// the searcher's binary detection stops it, which is at or before the first NUL). Trigrams
-    /// spanning a line break are skipped: a match never spans lines.
+    /// The sorted distinct trigrams of `bytes` (see [`Extractor::extract_reader`]).
+    #[cfg(test)]
     pub(crate) fn extract(&mut self, bytes: &[u8]) -> Vec<u32> {
-        // Like the searcher's BOM sniffing: a UTF-16 file with a byte-order mark is searched as
-        // its UTF-8 transcoding, so its trigrams are taken from that.
-        let transcoded;
-        let bytes = match bytes {
-            [0xFF, 0xFE, rest @ ..] | [0xFE, 0xFF, rest @ ..] => {
-                let le = bytes[0] == 0xFF;
-                let units: Vec<u16> = rest
-                    .chunks_exact(2)
-                    .map(|c| {
-                        if le {
-                            u16::from_le_bytes([c[0], c[1]])
-                        } else {
-                            u16::from_be_bytes([c[0], c[1]])
-                        }
-                    })
-                    .collect();
-                transcoded = String::from_utf16_lossy(&units).into_bytes();
-                &transcoded[..]
-            }
-            _ => bytes,
-        };
-        let end = memchr::memchr(0, bytes).unwrap_or(bytes.len());
-        let bytes = &bytes[..end];
+        self.extract_reader(bytes).unwrap_or_default()
+    }
+
+    /// The sorted distinct trigrams of what `reader` yields, up to the first NUL (a match can
+    /// only lie before the searcher's binary detection stops it, which is at or before the first
+    /// NUL), read in fixed-size chunks so memory is bounded by the chunk and the 2^24-bit set, not
+    /// by the file. Trigrams spanning a line break are skipped: a match never spans lines.
+    ///
+    /// Like the searcher's BOM sniffing, a UTF-16 file with a byte-order mark is read as its UTF-8
+    /// transcoding.
+    pub(crate) fn extract_reader(&mut self, reader: impl Read) -> io::Result<Vec<u32>> {
+        let mut reader = encoding_rs_io::DecodeReaderBytesBuilder::new()
+            .bom_sniffing(true)
+            .utf8_passthru(true)
+            .strip_bom(true)
+            .build(reader);
         self.found.clear();
-        for w in bytes.windows(3) {
-            if w[0] == b'\n' || w[1] == b'\n' || w[2] == b'\n' {
-                continue;
+        // The last two bytes of the previous chunk, so trigrams across chunk edges are kept.
+        let mut carry = 0usize;
+        let result = loop {
+            let n = match reader.read(&mut self.buf[carry..]) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(e),
+            };
+            let filled = carry + n;
+            let nul = memchr::memchr(0, &self.buf[carry..filled]).map(|i| carry + i);
+            let end = nul.unwrap_or(filled);
+            for i in 0..end.saturating_sub(2) {
+                let w = &self.buf[i..i + 3];
+                if w[0] == b'\n' || w[1] == b'\n' || w[2] == b'\n' {
+                    continue;
+                }
+                let t = pack(w[0], w[1], w[2]);
+                let (word, bit) = ((t >> 6) as usize, 1u64 << (t & 63));
+                if self.seen[word] & bit == 0 {
+                    self.seen[word] |= bit;
+                    self.found.push(t);
+                }
             }
-            let t = pack(w[0], w[1], w[2]);
-            let (word, bit) = ((t >> 6) as usize, 1u64 << (t & 63));
-            if self.seen[word] & bit == 0 {
-                self.seen[word] |= bit;
-                self.found.push(t);
+            if nul.is_some() {
+                break Ok(());
             }
-        }
+            carry = end.min(2);
+            self.buf.copy_within(end - carry..end, 0);
+        };
         for &t in &self.found {
             self.seen[(t >> 6) as usize] = 0;
         }
+        result?;
         let mut out = self.found.clone();
         out.sort_unstable();
-        out
+        Ok(out)
     }
 }
 
@@ -97,4 +116,54 @@ pub(crate) fn query_trigrams(query: &str, case_insensitive: bool) -> Option<Vec<
     out.sort_unstable();
     out.dedup();
     (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Extractor, pack, query_trigrams};
+
+    /// The trigrams of `bytes` computed the obvious way, for comparison.
+    fn naive(bytes: &[u8]) -> Vec<u32> {
+        let end = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+        let mut v: Vec<u32> = bytes[..end]
+            .windows(3)
+            .filter(|w| !w.contains(&b'\n'))
+            .map(|w| pack(w[0], w[1], w[2]))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn streaming_extraction_equals_whole_file_extraction_across_chunk_edges() {
+        let mut ex = Extractor::new();
+        let mut text = Vec::new();
+        let mut x = 7u32;
+        while text.len() < 3 * super::CHUNK + 17 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            text.push(b"abcXYZ \n_"[(x >> 16) as usize % 9]);
+        }
+        assert_eq!(ex.extract(&text), naive(&text));
+        text.insert(2 * super::CHUNK + 1, 0);
+        assert_eq!(ex.extract(&text), naive(&text));
+        assert_eq!(ex.extract(b"ab"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn utf16_with_a_bom_is_read_as_utf8() {
+        let mut ex = Extractor::new();
+        let mut bytes = vec![0xFF, 0xFE];
+        for u in "héllo".encode_utf16() {
+            bytes.extend_from_slice(&u.to_le_bytes());
+        }
+        assert_eq!(ex.extract(&bytes), naive("héllo".as_bytes()));
+    }
+
+    #[test]
+    fn case_insensitive_queries_drop_k_s_and_non_ascii_trigrams() {
+        assert_eq!(query_trigrams("ab", false), None);
+        assert_eq!(query_trigrams("Kab", true), None);
+        assert_eq!(query_trigrams("abc", true), Some(vec![pack(b'a', b'b', b'c')]));
+    }
 }

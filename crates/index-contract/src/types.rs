@@ -279,8 +279,13 @@ pub struct BackendSearchResponse {
     pub status: IndexStatus,
     /// Hits, best first.
     pub hits: Vec<BackendHit>,
-    /// `false` when the backend knows there were more hits than it returned.
+    /// `false` when the backend knows there were more hits than it returned, or that a file it
+    /// could not serve may hold a match.
     pub complete: bool,
+    /// Files the backend passed over, by reason, when it counts them. Counts only: they carry no
+    /// backend text, and the facade passes them on as the answer's `stats.files_skipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<SkippedFiles>,
 }
 
 /// Why an answer is incomplete.
@@ -293,6 +298,9 @@ pub enum StopReason {
     Deadline,
     /// The caller cancelled (literal mode returns what it found by then).
     Cancelled,
+    /// Index modes: a file the index holds but may not serve (its name fails the trust gate)
+    /// holds a match, so the hits are not all the matches there are.
+    UnservedFiles,
 }
 
 /// One hit, as the caller sees it.
@@ -325,6 +333,15 @@ pub struct SkippedFiles {
     /// Files the walk handed over after the search had stopped (deadline or cancel), so never
     /// searched. The walk quits at once, so files it had not listed yet are not counted.
     pub not_reached: u64,
+    /// Index modes: selected files that the index holds but cannot serve, because the trust
+    /// gate refuses their names (for example a bidi control in a file name). An answer is
+    /// incomplete when one of them holds a match.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_path: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How much work an answer reflects.

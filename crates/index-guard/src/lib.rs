@@ -50,7 +50,7 @@ mod update;
 
 pub use freshness::{check_freshness, parse_status};
 pub use mode::check_mode;
-pub use path::{Scope, check_field_path, check_path};
+pub use path::{Scope, check_field_path, check_path, is_within};
 pub use snippet::{snippet_window, truncate_str};
 pub use trust::{TrustContext, TrustedHits, stamp, validate_hits};
 pub use update::{RoutedUpdate, check_id, update_bytes, validate_remove, validate_update};

@@ -117,12 +117,7 @@ impl Scope {
     pub fn contains(&self, path: &str) -> bool {
         match &self.prefix {
             None => true,
-            Some(p) => {
-                path == p
-                    || (path.len() > p.len()
-                        && path.starts_with(p.as_str())
-                        && path.as_bytes()[p.len()] == b'/')
-            }
+            Some(p) => is_within(path, p),
         }
     }
 }
@@ -131,4 +126,13 @@ impl Scope {
 /// [`IndexError::UntrustedPath`].
 pub fn check_field_path(field: Field, path: &str) -> Result<(), IndexError> {
     check_path(path).map_err(|reason| IndexError::UntrustedPath { field, reason })
+}
+
+/// Whether the repo-relative `path` is `prefix` or lies below it, compared component-wise:
+/// `src` holds `src` and `src/a`, never `srcx/a`. The one containment rule every searcher uses.
+pub fn is_within(path: &str, prefix: &str) -> bool {
+    path == prefix
+        || (path.len() > prefix.len()
+            && path.starts_with(prefix)
+            && path.as_bytes()[prefix.len()] == b'/')
 }

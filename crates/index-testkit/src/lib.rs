@@ -213,6 +213,7 @@ impl FixtureBackend {
             }
         }
         BackendSearchResponse {
+            skipped: None,
             status: state.status.clone(),
             hits,
             complete,
@@ -275,14 +276,17 @@ impl RepositoryIndexBackend for FixtureBackend {
             match &self.behaviour {
                 Behaviour::Honest | Behaviour::PanicInStatus => Ok(self.honest_search(&request)),
                 Behaviour::Status(s) => Ok(BackendSearchResponse {
+                    skipped: None,
                     status: s.clone(),
                     ..self.honest_search(&request)
                 }),
                 Behaviour::ResponseStatus(s) => Ok(BackendSearchResponse {
+                    skipped: None,
                     status: s.clone(),
                     ..self.honest_search(&request)
                 }),
                 Behaviour::Hits(hits) => Ok(BackendSearchResponse {
+                    skipped: None,
                     status: self.current_status(),
                     hits: hits.clone(),
                     complete: true,

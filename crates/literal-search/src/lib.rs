@@ -29,10 +29,9 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod collect;
 mod oneshot;
-mod order;
 mod search;
-mod stream;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,7 +39,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use grep_regex::RegexMatcherBuilder;
 use index_contract::{
     BoxFuture, ErrorCode, Field, IndexError, PathRejection, RepositoryOperations, SearchMode,
     SearchRequest, SearchResult, SearchStats,
@@ -125,16 +123,7 @@ impl LiteralSearch {
         let scope = Scope::parse(request.path.as_deref())?;
         self.check_scope_on_disk(&scope)?;
         let limits = &self.config.limits;
-        let matcher = RegexMatcherBuilder::new()
-            .multi_line(true)
-            .unicode(true)
-            .octal(false)
-            .fixed_strings(true)
-            .case_insensitive(request.case_insensitive)
-            .line_terminator(Some(b'\n'))
-            .dot_matches_new_line(false)
-            .ban_byte(Some(b'\x00'))
-            .build(&request.query)
+        let matcher = search_profile::matcher(&request.query, request.case_insensitive)
             .map_err(|_| IndexError::InvalidArgument {
                 argument: "query",
                 problem: "could not be compiled into a matcher (it is too large)",
@@ -145,19 +134,19 @@ impl LiteralSearch {
                 .map_or(1, |n| n.get())
                 .min(12)
         });
-        let job = search::Job::new(
+        let dir = search_profile::RootDir::open(&self.root).map_err(|_| IndexError::BackendFailed)?;
+        let job = search::Job::new(search::JobParams {
             scope,
             matcher,
-            limits.clamp_max_results(request.max_results),
-            limits.snippet_bytes(),
-            started + limits.clamp_deadline(request.deadline),
-            request.signal.clone(),
+            max_results: limits.clamp_max_results(request.max_results),
+            snippet_bytes: limits.snippet_bytes(),
+            deadline: started + limits.clamp_deadline(request.deadline),
+            signal: request.signal.clone(),
             abandoned,
             threads,
-            self.config.heap_limit_bytes,
-            request.query.chars().count(),
-        );
-        let outcome = job.run(&self.root);
+            heap_limit: self.config.heap_limit_bytes,
+        });
+        let outcome = job.run(&self.root, &dir);
         Ok(SearchResult {
             mode: SearchMode::Literal,
             hits: outcome.hits,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use index_contract::{
     BackendCapabilities, BackendError, BoxFuture, ErrorCode, IndexError, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
-    SearchResult, UnixMillis, UpdateRequest,
+    SearchResult, StopReason, UnixMillis, UpdateRequest,
     limits::{MAX_QUERY_BYTES, SearchLimits, StalePolicy, UpdateLimits},
 };
 use index_guard::{
@@ -194,7 +194,16 @@ impl IndexedRepositoryOperations {
             snippet_bytes: limits.snippet_bytes(),
         };
         let trusted = validate_hits(response.hits, &ctx)?;
-        Ok(stamp(mode, &response.status, trusted, response.complete))
+        let backend_under_cap = (trusted.backend_hits as usize) < max_results;
+        let mut result = stamp(mode, &response.status, trusted, response.complete);
+        if let Some(skipped) = response.skipped {
+            // Counts only; no backend text reaches the caller through them.
+            result.stats.files_skipped = Some(skipped);
+            if !result.complete && backend_under_cap && skipped.refused_path > 0 {
+                result.stopped = Some(StopReason::UnservedFiles);
+            }
+        }
+        Ok(result)
     }
 }
 

@@ -1,26 +1,9 @@
-//! The result order and the bounded collector that keeps the first N hits in that order.
+//! The bounded collector that keeps the first N hits in the shared path order.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use index_contract::SearchHit;
-
-/// A repo-relative path ordered component by component, the way a sorted tree walk lists files:
-/// `a/b` comes before `a-b` because the directory `a` sorts before the name `a-b`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PathKey(pub(crate) String);
-
-impl Ord for PathKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.split('/').cmp(other.0.split('/'))
-    }
-}
-
-impl PartialOrd for PathKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
+use search_profile::PathKey;
 
 /// Keeps at most `cap` hits: the smallest by (path, line, column), whatever order files arrive in
 /// from the parallel walk. Memory is bounded by `cap` hits.

@@ -2,50 +2,53 @@
 //!
 //! `grep-searcher` needs a whole line in memory. A file with one 1 GiB line would cost 1 GiB, so
 //! past the heap limit the file is searched again here: in fixed-size chunks with an overlap long
-//! enough for any match, counting lines as it goes. Memory is one chunk plus the overlap.
-//! Like ripgrep's quit-on-binary rule, a NUL byte ends the search of the file (hits found before it
-//! are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on this path.
+//! enough for any match, counting lines as it goes. Memory is one chunk plus the overlap and the
+//! snippet windows. Like ripgrep's quit-on-binary rule, a NUL byte ends the search of the file
+//! (hits found before it are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on
+//! this path.
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
 
 use grep_matcher::Matcher;
-use index_contract::SearchHit;
 
-use crate::search::Job;
+use crate::search::{LineMatch, LiteralMatcher, SearchControl};
 
 const CHUNK: usize = 1 << 20;
 
 pub(crate) struct StreamOutcome {
-    pub(crate) hits: Vec<SearchHit>,
     pub(crate) binary: bool,
+    pub(crate) stopped: bool,
 }
 
-pub(crate) fn search(job: &Job, path: &Path, rel: &str) -> io::Result<StreamOutcome> {
-    let mut file = File::open(path)?;
-    // No match of the fixed string is longer than 4 bytes per character of the query (case
-    // folding can change a character's encoded length, never beyond 4 bytes).
-    let overlap = job.max_match_bytes();
-    let window = job.snippet_bytes;
+pub(crate) fn search(
+    file: &mut File,
+    matcher: &LiteralMatcher,
+    window: usize,
+    control: &dyn SearchControl,
+    sink: &mut dyn FnMut(LineMatch<'_>) -> bool,
+) -> io::Result<StreamOutcome> {
+    let overlap = matcher.max_match_bytes();
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + overlap + 2 * window);
-    // Absolute offset of buf[0], line number at buf[0], and where in buf newline counting resumes.
+    // Line number at the counting position, and where in buf newline counting resumes.
     let mut line_no: u64 = 1;
     let mut counted = 0usize;
-    // Absolute offset of the current line's start, and the last line that produced a hit.
+    // Absolute offset of buf[0], of the current line's start, and the last line with a hit.
     let mut base: u64 = 0;
     let mut line_start: u64 = 0;
     let mut last_hit_line = 0u64;
-    let mut hits = Vec::new();
     let mut binary = false;
     let mut search_from = 0usize;
     loop {
-        if job.should_stop() {
-            break;
+        if control.should_stop() {
+            return Ok(StreamOutcome {
+                binary,
+                stopped: true,
+            });
         }
         let old = buf.len();
         buf.resize(old + CHUNK, 0);
-        let n = read_full(&mut file, &mut buf[old..])?;
+        let n = read_full(file, &mut buf[old..])?;
         buf.truncate(old + n);
         let eof = n == 0;
         let mut limit = if eof {
@@ -61,8 +64,8 @@ pub(crate) fn search(job: &Job, path: &Path, rel: &str) -> io::Result<StreamOutc
         // lies wholly in the buffer.
         let mut at = search_from;
         while at < limit {
-            let Some(m) = job
-                .matcher
+            let Some(m) = matcher
+                .inner()
                 .find_at(&buf, at)
                 .ok()
                 .flatten()
@@ -71,8 +74,7 @@ pub(crate) fn search(job: &Job, path: &Path, rel: &str) -> io::Result<StreamOutc
                 break;
             };
             // Advance the line count to the match.
-            let nl = memchr::memchr_iter(b'\n', &buf[counted..m.start()]);
-            for i in nl {
+            for i in memchr::memchr_iter(b'\n', &buf[counted..m.start()]) {
                 line_no += 1;
                 line_start = base + (counted + i) as u64 + 1;
             }
@@ -84,13 +86,20 @@ pub(crate) fn search(job: &Job, path: &Path, rel: &str) -> io::Result<StreamOutc
                 let le = memchr::memchr(b'\n', &buf[m.start()..])
                     .map_or(buf.len(), |i| m.start() + i)
                     .min(m.end().max(m.start()) + window);
-                let mut hit = job.hit(&buf[lo..le], line_no, m.start() - lo, m.end() - lo, rel);
-                hit.column = base + m.start() as u64 - line_start + 1;
-                // A slice of the line that is not the whole line is a cut snippet.
-                hit.snippet_truncated |= lo != ls || le < buf.len() && buf[le] != b'\n';
-                hits.push(hit);
-                if hits.len() > job.max_results {
-                    return Ok(StreamOutcome { hits, binary });
+                let go_on = sink(LineMatch {
+                    line_number: line_no,
+                    line: &buf[lo..le],
+                    start: m.start() - lo,
+                    end: m.end() - lo,
+                    column: base + m.start() as u64 - line_start + 1,
+                    // A slice of the line that is not the whole line is a cut snippet.
+                    partial: lo != ls || le < buf.len() && buf[le] != b'\n',
+                });
+                if !go_on {
+                    return Ok(StreamOutcome {
+                        binary,
+                        stopped: false,
+                    });
                 }
             }
             at = m.end().max(m.start() + 1);
@@ -111,7 +120,10 @@ pub(crate) fn search(job: &Job, path: &Path, rel: &str) -> io::Result<StreamOutc
         counted -= keep_from;
         search_from = at.max(limit) - keep_from;
     }
-    Ok(StreamOutcome { hits, binary })
+    Ok(StreamOutcome {
+        binary,
+        stopped: false,
+    })
 }
 
 fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {

@@ -1,0 +1,219 @@
+//! Freshness: the selection is the truth.
+//!
+//! A refresh walks the selection (what the literal search would search now) and compares each
+//! file's `stat` stamp with the stamp the index recorded when it read the file. New, changed and
+//! racy files are read again; files no longer selected are removed. Nothing here asks git: git's
+//! view misses submodules, nested repositories, `skip-worktree` files and ignore files that
+//! re-include what `.gitignore` excludes, and the walk sees them all.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use index_contract::UnixMillis;
+use search_profile::{FileEntry, PathKey, Selection};
+
+use crate::segment::{Stamp, flags};
+use crate::snapshot::Snapshot;
+use crate::write::stamp_of;
+use crate::{EmbeddedIndex, EmbeddedIndexError};
+
+/// A commit older than this is re-stamped by a refresh that found nothing changed, so the
+/// freshness gate (60 s by default) sees a recent `updated_at`.
+const TOUCH_AFTER: Duration = Duration::from_secs(5);
+
+/// What a refresh did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshKind {
+    /// The index was empty or damaged, and was built.
+    Build,
+    /// Files changed and were committed.
+    Update,
+    /// Nothing changed; the commit was re-stamped as current.
+    Touch,
+    /// Nothing changed and the commit was recent: nothing was written.
+    Fresh,
+}
+
+/// The outcome of [`EmbeddedIndex::refresh`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshReport {
+    /// What was done.
+    pub kind: RefreshKind,
+    /// Files read again.
+    pub upserts: usize,
+    /// Files removed.
+    pub removals: usize,
+    /// The revision the index now attests.
+    pub revision: String,
+}
+
+/// Files to read again and files to remove.
+#[derive(Debug, Default)]
+struct Diff {
+    upserts: Vec<(String, Stamp)>,
+    removals: Vec<String>,
+}
+
+impl EmbeddedIndex {
+    /// The selection now, each file with the stamp the walk saw, in path order.
+    pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
+        let found = Mutex::new(Vec::new());
+        Selection::new(&self.root)
+            .threads(crate::threads(&self.config))
+            .for_each_file(|| {
+                let mut local = Flush {
+                    local: Vec::new(),
+                    found: &found,
+                };
+                move |e: FileEntry<'_>| {
+                    if let FileEntry::File { rel, entry } = e
+                        && let Ok(m) = entry.metadata()
+                    {
+                        local.local.push((rel.to_owned(), stamp_of(&m)));
+                    }
+                }
+            });
+        let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        v.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
+        Ok(v)
+    }
+
+    fn diff(snap: &Snapshot, selected: &[(String, Stamp)]) -> Diff {
+        let mut d = Diff::default();
+        let mut new = 0usize;
+        for (path, stamp) in selected {
+            match snap.live.get(path) {
+                Some(&(si, id)) => {
+                    let meta = snap.segments[si].meta(id);
+                    if meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0
+                    {
+                        d.upserts.push((path.clone(), *stamp));
+                    }
+                }
+                None => {
+                    new += 1;
+                    d.upserts.push((path.clone(), *stamp));
+                }
+            }
+        }
+        // Every selected path that is not new is live; any other live path is gone.
+        if snap.live.len() > selected.len() - new {
+            let now: std::collections::HashSet<&str> =
+                selected.iter().map(|(p, _)| p.as_str()).collect();
+            d.removals = snap
+                .live
+                .keys()
+                .filter(|p| !now.contains(p.as_str()))
+                .cloned()
+                .collect();
+            d.removals.sort();
+        }
+        d
+    }
+
+    /// Brings the index up to date with the worktree and attests `head` (the host's name for the
+    /// checked-out version, e.g. a commit id) plus the commit generation, as
+    /// `<head>+g<generation>`: a new revision for every commit, so no two contents share one.
+    ///
+    /// Safe with any number of processes and threads: the walk runs unlocked, and only when it
+    /// found a change does the refresh take the writer lock (waiting until `deadline`), read the
+    /// latest commit (another process may have done the work) and write the rest.
+    pub fn refresh(
+        &self,
+        head: &str,
+        deadline: Option<Instant>,
+    ) -> Result<RefreshReport, EmbeddedIndexError> {
+        self.sync();
+        let needs_build = self
+            .snapshot()
+            .is_none_or(|s| s.manifest.generation == 0);
+        if needs_build {
+            let _lock = self.lock(deadline)?;
+            if self.snapshot().is_none_or(|s| s.manifest.generation == 0) {
+                let generation = self.snapshot().map_or(0, |s| s.manifest.generation) + 1;
+                let revision = format!("{head}+g{generation}");
+                self.building.store(true, std::sync::atomic::Ordering::SeqCst);
+                let built = self.build_locked(&revision, &mut |_, _| {});
+                self.building.store(false, std::sync::atomic::Ordering::SeqCst);
+                let stats = built?;
+                return Ok(RefreshReport {
+                    kind: RefreshKind::Build,
+                    upserts: stats.files,
+                    removals: 0,
+                    revision: self.current_revision(),
+                });
+            }
+        }
+        let selected = self.walk_stamps()?;
+        if let Some(report) = self.fresh_without_writing(&selected, head) {
+            return Ok(report);
+        }
+        let _lock = self.lock(deadline)?;
+        // Another process may have committed while this one waited: judge against the latest.
+        if let Some(report) = self.fresh_without_writing(&selected, head) {
+            return Ok(report);
+        }
+        let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
+        let d = Self::diff(&snap, &selected);
+        let kind = if d.upserts.is_empty() && d.removals.is_empty() {
+            RefreshKind::Touch
+        } else {
+            RefreshKind::Update
+        };
+        let revision = format!("{head}+g{}", snap.manifest.generation + 1);
+        self.apply_locked(&d.upserts, &d.removals, Some(&revision))?;
+        Ok(RefreshReport {
+            kind,
+            upserts: d.upserts.len(),
+            removals: d.removals.len(),
+            revision,
+        })
+    }
+
+    /// `Some` when the committed index already holds exactly `selected`, attests `head` and was
+    /// committed recently.
+    fn fresh_without_writing(
+        &self,
+        selected: &[(String, Stamp)],
+        head: &str,
+    ) -> Option<RefreshReport> {
+        let snap = self.snapshot()?;
+        let d = Self::diff(&snap, selected);
+        let revision = snap.manifest.source_revision.clone()?;
+        let same_head = revision
+            .strip_prefix(head)
+            .is_some_and(|rest| rest.starts_with("+g"));
+        let recent = snap.manifest.updated_at.is_some_and(|t| {
+            UnixMillis::now().0.saturating_sub(t) < TOUCH_AFTER.as_millis() as u64
+        });
+        (d.upserts.is_empty() && d.removals.is_empty() && same_head && recent).then_some(
+            RefreshReport {
+                kind: RefreshKind::Fresh,
+                upserts: 0,
+                removals: 0,
+                revision,
+            },
+        )
+    }
+
+    fn current_revision(&self) -> String {
+        self.snapshot()
+            .and_then(|s| s.manifest.source_revision.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A walker thread's finds, handed over once when the thread's visitor is dropped.
+struct Flush<'a> {
+    local: Vec<(String, Stamp)>,
+    found: &'a Mutex<Vec<(String, Stamp)>>,
+}
+
+impl Drop for Flush<'_> {
+    fn drop(&mut self) {
+        self.found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut self.local);
+    }
+}

@@ -1,0 +1,397 @@
+//! Writing: the cross-process writer lock, builds, incremental applies, merges and commits.
+//!
+//! One writer at a time, across processes: every write holds an OS file lock on `LOCK` in the
+//! index directory (and a mutex within the process). Under the lock the writer first reads the
+//! latest commit, so it never builds on a stale one. Segment and temporary names are unique per
+//! writer, and no file is ever rewritten in place: readers that mapped a segment keep reading it
+//! intact after a newer commit removed it from the directory.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use index_contract::UnixMillis;
+
+use crate::manifest::{self, FORMAT, Manifest, SegmentEntry};
+use crate::segment::{DocMeta, DocTrigrams, Encoder, Segment, Stamp, flags};
+use crate::snapshot::Snapshot;
+use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, rank, trigram};
+
+/// The lock file's name in the index directory.
+pub(crate) const LOCK: &str = "LOCK";
+
+/// A file modified less than this before it was read may change again within the same mtime
+/// tick ("racy clean" in git's words): its stamp cannot vouch for it, so it is read again.
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// A name part unique to this writer: process id, time and a counter.
+pub(crate) fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{:x}-{:x}-{}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Held while writing: the in-process mutex and the OS lock on `LOCK`.
+pub(crate) struct WriteLock<'a> {
+    _mutex: MutexGuard<'a, ()>,
+    _file: File,
+}
+
+/// A file's stamp from its metadata.
+pub(crate) fn stamp_of(m: &std::fs::Metadata) -> Stamp {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| (s as u64).wrapping_mul(1_000_000_000).wrapping_add(n as u64);
+        Stamp {
+            len: m.len(),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+            ino: m.ino(),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let ns = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as u64);
+        Stamp {
+            len: m.len(),
+            mtime_ns: ns,
+            ctime_ns: 0,
+            ino: 0,
+        }
+    }
+}
+
+fn is_racy(stamp: &Stamp, now: SystemTime) -> bool {
+    let now_ns = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    now_ns.saturating_sub(stamp.mtime_ns) < RACY_WINDOW.as_nanos() as u64
+}
+
+impl EmbeddedIndex {
+    /// Takes the writer lock, waiting until `deadline` (forever when `None`), then brings the
+    /// in-memory snapshot up to the latest commit.
+    pub(crate) fn lock(&self, deadline: Option<Instant>) -> Result<WriteLock<'_>, EmbeddedIndexError> {
+        let mut pause = Duration::from_millis(1);
+        let mut wait = || -> Result<(), EmbeddedIndexError> {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(EmbeddedIndexError::Busy);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+            Ok(())
+        };
+        let mutex = loop {
+            match self.writer.try_lock() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => wait()?,
+            }
+        };
+        let file = open_lock_file(self.dir_handle.path())?;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => wait()?,
+                Err(std::fs::TryLockError::Error(e)) => return Err(EmbeddedIndexError::Io(e)),
+            }
+        }
+        self.sync();
+        Ok(WriteLock {
+            _mutex: mutex,
+            _file: file,
+        })
+    }
+
+    /// Reads the files at `paths` (with the stamps the walk saw) into documents, on all threads.
+    /// Each file is opened beneath the root without following symlinks; its stamp is taken from
+    /// the open file before it is read.
+    fn read_docs(
+        &self,
+        paths: &[(String, Stamp)],
+        threads: usize,
+    ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
+        let docs = parallel::map(paths, threads, trigram::Extractor::new, |_, (path, walked), ex| {
+            let mut meta = DocMeta {
+                prior: rank::quantized_prior(path),
+                flags: 0,
+                stamp: *walked,
+            };
+            if index_guard::check_path(path).is_err() {
+                meta.flags |= flags::REFUSED_NAME;
+            }
+            let read = self.root_dir.open_file(path).ok().and_then(|file| {
+                let now = SystemTime::now();
+                let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
+                let trigrams = ex.extract_reader(&file).ok()?;
+                Some((stamp, now, trigrams))
+            });
+            let trigrams = match read {
+                Some((stamp, now, trigrams)) => {
+                    meta.stamp = stamp;
+                    if is_racy(&stamp, now) {
+                        meta.flags |= flags::RACY;
+                    }
+                    trigrams
+                }
+                None => {
+                    meta.flags |= flags::UNREADABLE;
+                    Vec::new()
+                }
+            };
+            DocTrigrams {
+                path: path.clone(),
+                trigrams,
+                meta,
+            }
+        })?;
+        Ok(docs)
+    }
+
+    /// Writes `paths` as segments of at most `pairs_per_segment` (trigram, file) pairs each.
+    fn write_docs(
+        &self,
+        paths: &[(String, Stamp)],
+        generation: u64,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
+        let threads = crate::threads(&self.config);
+        let suffix = unique_suffix();
+        let mut encoder: Option<Encoder> = None;
+        let mut entries = Vec::new();
+        let mut batch: Vec<DocTrigrams> = Vec::new();
+        let mut pairs = 0usize;
+        // Read in chunks so the pair budget is checked often without serialising the threads.
+        let chunk = 256 * threads;
+        let mut flush = |batch: &mut Vec<DocTrigrams>, entries: &mut Vec<SegmentEntry>| {
+            if batch.is_empty() {
+                return Ok::<(), EmbeddedIndexError>(());
+            }
+            let file = format!("seg-{generation}-{suffix}-{}.idx", entries.len());
+            let enc = encoder.get_or_insert_with(Encoder::new);
+            let (bytes, crc) = enc.encode(batch);
+            crate::segment::write_durably(self.dir_handle.path(), &file, &bytes)?;
+            entries.push(SegmentEntry {
+                file,
+                crc32: crc,
+                docs: batch.len() as u32,
+                deleted: Vec::new(),
+            });
+            batch.clear();
+            Ok(())
+        };
+        for (done, slice) in paths.chunks(chunk).enumerate() {
+            for doc in self.read_docs(slice, threads)? {
+                pairs += doc.trigrams.len();
+                batch.push(doc);
+            }
+            if pairs >= self.config.pairs_per_segment {
+                flush(&mut batch, &mut entries)?;
+                pairs = 0;
+            }
+            progress(((done + 1) * chunk).min(paths.len()), paths.len());
+        }
+        flush(&mut batch, &mut entries)?;
+        Ok(entries)
+    }
+
+    /// Indexes every selected file and commits it as `source_revision`, replacing whatever was
+    /// committed. The caller holds the lock.
+    pub(crate) fn build_locked(
+        &self,
+        source_revision: &str,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<crate::BuildStats, EmbeddedIndexError> {
+        let selected = self.walk_stamps()?;
+        let generation = self.committed_generation() + 1;
+        let entries = self.write_docs(&selected, generation, progress)?;
+        let m = Manifest {
+            format: FORMAT,
+            generation,
+            segments: entries,
+            source_revision: Some(source_revision.to_owned()),
+            updated_at: Some(UnixMillis::now().0),
+        };
+        let bytes = self.commit(m)?;
+        Ok(crate::BuildStats {
+            files: selected.len(),
+            index_bytes: bytes,
+            segments: self.snapshot().map_or(0, |s| s.segments.len()),
+        })
+    }
+
+    /// The generation of the latest commit, or 0 (also for a damaged index, which is replaced).
+    fn committed_generation(&self) -> u64 {
+        match manifest::read(&self.dir_handle) {
+            Ok(m) => m.generation,
+            Err(_) => self.snapshot().map_or(0, |s| s.manifest.generation),
+        }
+    }
+
+    /// Commits a manifest, installs its snapshot and removes files no manifest names. The caller
+    /// holds the lock, so no other writer has files in flight.
+    fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
+        manifest::commit(self.dir_handle.path(), &m)?;
+        let previous = self.snapshot();
+        let snapshot = Snapshot::read_committed(&self.dir_handle, previous.as_deref())
+            .map_err(|_| EmbeddedIndexError::Corrupt)?;
+        let bytes = snapshot.segments.iter().map(|s| s.bytes() as u64).sum();
+        let keep: HashSet<String> = snapshot
+            .manifest
+            .segments
+            .iter()
+            .map(|e| e.file.clone())
+            .collect();
+        self.install(snapshot);
+        // Readers that still hold an older snapshot keep their mappings: on Unix a removed file
+        // stays readable while mapped. A reader about to map one it no longer finds reads the
+        // newer manifest instead.
+        if let Ok(rd) = std::fs::read_dir(self.dir_handle.path()) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stale_segment = name.ends_with(".idx") && !keep.contains(&name);
+                let leftover = name.starts_with('.') && name.ends_with(".tmp");
+                if stale_segment || leftover {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// Applies removals and upserts (files re-read from the worktree) and commits them, with
+    /// `source_revision` when given (else the committed revision stays). The caller holds the
+    /// lock. Cost follows the change: new segments for the upserted files, deletion marks for the
+    /// old copies.
+    pub(crate) fn apply_locked(
+        &self,
+        upserts: &[(String, Stamp)],
+        removals: &[String],
+        source_revision: Option<&str>,
+    ) -> Result<(), EmbeddedIndexError> {
+        let Some(snap) = self.snapshot() else {
+            return Err(EmbeddedIndexError::Corrupt);
+        };
+        let mut m = snap.manifest.clone();
+        m.format = FORMAT;
+        m.generation += 1;
+        let mut entries = m.segments.clone();
+        for path in upserts.iter().map(|(p, _)| p).chain(removals) {
+            if let Some(&(si, id)) = snap.live.get(path)
+                && !entries[si].deleted.contains(&id)
+            {
+                entries[si].deleted.push(id);
+            }
+        }
+        let removed: HashSet<&String> = removals.iter().collect();
+        let mut seen = HashSet::new();
+        let mut new_docs: Vec<(String, Stamp)> = upserts
+            .iter()
+            .filter(|(p, _)| !removed.contains(p) && seen.insert(p.clone()))
+            .cloned()
+            .collect();
+        new_docs.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
+        entries.extend(self.write_docs(&new_docs, m.generation, &mut |_, _| {})?);
+        // Drop segments with nothing live, then merge the small ones when there are too many.
+        entries.retain(|e| (e.deleted.len() as u32) < e.docs);
+        let entries = self.maybe_merge(entries, &snap, m.generation)?;
+        m.segments = entries;
+        if let Some(rev) = source_revision {
+            m.source_revision = Some(rev.to_owned());
+        }
+        m.updated_at = Some(UnixMillis::now().0);
+        self.commit(m)?;
+        Ok(())
+    }
+
+    fn maybe_merge(
+        &self,
+        entries: Vec<SegmentEntry>,
+        snap: &Snapshot,
+        generation: u64,
+    ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
+        let largest = entries.iter().map(|e| e.docs).max().unwrap_or(0);
+        // "Small" is relative to the largest segment; the build's segments are all large.
+        let small: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].docs * 16 < largest)
+            .collect();
+        if small.len() <= self.config.max_small_segments {
+            return Ok(entries);
+        }
+        let mut docs: Vec<DocTrigrams> = Vec::new();
+        for &i in &small {
+            let e = &entries[i];
+            let seg = match snap.manifest.segments.iter().position(|s| s.file == e.file) {
+                Some(si) => snap.segments[si].clone(),
+                None => Arc::new(
+                    Segment::open(&self.dir_handle, &e.file, e.crc32)
+                        .map_err(|_| EmbeddedIndexError::Corrupt)?,
+                ),
+            };
+            let deleted: HashSet<u32> = e.deleted.iter().copied().collect();
+            let mut per_doc: Vec<Vec<u32>> = vec![Vec::new(); seg.n_docs() as usize];
+            for (t, list) in seg.pairs() {
+                for d in list {
+                    per_doc[d as usize].push(t);
+                }
+            }
+            for (id, trigrams) in per_doc.into_iter().enumerate() {
+                if !deleted.contains(&(id as u32)) {
+                    docs.push(DocTrigrams {
+                        path: seg.path(id as u32).to_owned(),
+                        trigrams,
+                        meta: seg.meta(id as u32),
+                    });
+                }
+            }
+        }
+        let file = format!("seg-{generation}-{}-merged.idx", unique_suffix());
+        let (bytes, crc) = Encoder::new().encode(&docs);
+        crate::segment::write_durably(self.dir_handle.path(), &file, &bytes)?;
+        let mut out: Vec<SegmentEntry> = entries
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !small.contains(i))
+            .map(|(_, e)| e)
+            .collect();
+        out.push(SegmentEntry {
+            file,
+            crc32: crc,
+            docs: docs.len() as u32,
+            deleted: Vec::new(),
+        });
+        Ok(out)
+    }
+}
+
+/// Opens (creating) the lock file without following a symlink and without blocking on a FIFO.
+fn open_lock_file(dir: &std::path::Path) -> Result<File, EmbeddedIndexError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+        );
+    }
+    let file = options.open(dir.join(LOCK))?;
+    if !file.metadata()?.is_file() {
+        return Err(EmbeddedIndexError::Corrupt);
+    }
+    Ok(file)
+}

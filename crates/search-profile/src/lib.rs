@@ -1,0 +1,57 @@
+//! The one ripgrep profile that every `repo_search` searcher shares.
+//!
+//! The literal search, the embedded index and every backend still to come must agree on four
+//! things, or their answers drift apart. Each lives here, once:
+//!
+//! - **Selection** ([`Selection`]): which files are searched. ripgrep's defaults, spelled out:
+//!   `.gitignore`, `.git/info/exclude`, `.ignore`, `.rgignore` and the global git excludes are
+//!   respected, hidden files are skipped, symlinks are never followed.
+//! - **Opening** ([`RootDir`]): a repo-relative path is opened beneath the root without following
+//!   any symlink on the way (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` on Linux,
+//!   `O_NOFOLLOW` per component elsewhere), without blocking, and only if it is a regular file.
+//! - **Matching** ([`matcher`], [`FileSearcher`]): ripgrep's fixed-string matcher and searcher
+//!   configuration, the fresh-searcher rule that keeps binary detection deterministic, and a
+//!   bounded-memory stream for files with lines longer than the heap limit.
+//! - **Order** ([`PathKey`]): paths ordered component by component, as a sorted walk lists them.
+//!
+//! # Example
+//!
+//! ```
+//! use search_profile::{FileSearcher, RootDir, Selection, matcher};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("main.rs"), "fn main() {\n    parse();\n}\n")?;
+//! let files = Selection::new(dir.path()).files();
+//! assert_eq!(files, ["main.rs"]);
+//!
+//! let root = RootDir::open(dir.path())?;
+//! let m = matcher("parse", false)?;
+//! let mut searcher = FileSearcher::default();
+//! let mut lines = Vec::new();
+//! let file = root.open_file("main.rs")?;
+//! searcher.search(&m, file, &search_profile::NeverStop, |found| {
+//!     lines.push(found.line_number);
+//!     true
+//! })?;
+//! assert_eq!(lines, [2]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod open;
+mod order;
+mod search;
+mod select;
+mod stream;
+
+pub use open::{OpenError, RootDir};
+pub use order::PathKey;
+pub use search::{
+    FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl, SearchFileError,
+    matcher,
+};
+pub use select::{FileEntry, Prune, Selection, relative_path};
+
+/// The most bytes a searcher holds for one line before it switches to the bounded stream.
+pub const DEFAULT_HEAP_LIMIT: usize = 4 * 1024 * 1024;

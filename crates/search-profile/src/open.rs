@@ -1,0 +1,256 @@
+//! Opening files beneath a root without ever following a symlink.
+//!
+//! A path that was a plain directory when it was indexed may be a symlink to `/etc` by the time it
+//! is opened (a submodule update, a nested repository, a crafted index entry). Joining it to the
+//! root and calling `open` would follow that link. Here every component is resolved beneath the
+//! root and none may be a symlink; the file must be a regular file, and it is opened without
+//! blocking, so a FIFO planted in its place cannot hang the caller.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why a file was not opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// A component of the path is a symlink (or the path would leave the root).
+    Symlink,
+    /// The path names something other than a regular file: a directory, FIFO, socket or device.
+    NotRegular,
+    /// Nothing is there.
+    Missing,
+    /// The path is not a canonical repo-relative path (empty, absolute, or with `.`/`..`).
+    BadPath,
+    /// Opening failed otherwise (permissions, I/O).
+    Io(io::Error),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OpenError::Symlink => "a component of the path is a symlink",
+            OpenError::NotRegular => "the path is not a regular file",
+            OpenError::Missing => "the file does not exist",
+            OpenError::BadPath => "the path is not a canonical relative path",
+            OpenError::Io(_) => "the file could not be opened",
+        })
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> io::Error {
+        match e {
+            OpenError::Io(e) => e,
+            OpenError::Missing => io::Error::new(io::ErrorKind::NotFound, e.to_string()),
+            other => io::Error::other(other.to_string()),
+        }
+    }
+}
+
+/// A directory that relative paths are opened beneath.
+#[derive(Debug)]
+pub struct RootDir {
+    path: PathBuf,
+    #[cfg(unix)]
+    fd: std::os::fd::OwnedFd,
+}
+
+impl RootDir {
+    /// Opens `path` (a directory; it may itself be reached through symlinks, as the caller chose
+    /// it) as the root.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<RootDir> {
+        let path = path.as_ref().to_path_buf();
+        #[cfg(unix)]
+        {
+            use rustix::fs::{Mode, OFlags, open};
+            let fd = open(
+                &path,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            Ok(RootDir { path, fd })
+        }
+        #[cfg(not(unix))]
+        {
+            if !std::fs::metadata(&path)?.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "the root is not a directory",
+                ));
+            }
+            Ok(RootDir { path })
+        }
+    }
+
+    /// The root's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the regular file at the repo-relative, `/`-separated path `rel`, following no symlink
+    /// in any component and never blocking.
+    pub fn open_file(&self, rel: &str) -> Result<File, OpenError> {
+        if rel.is_empty()
+            || rel.starts_with('/')
+            || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(OpenError::BadPath);
+        }
+        let file = self.open_raw(rel)?;
+        let meta = file.metadata().map_err(OpenError::Io)?;
+        if !meta.is_file() {
+            return Err(OpenError::NotRegular);
+        }
+        Ok(file)
+    }
+
+    #[cfg(unix)]
+    fn open_raw(&self, rel: &str) -> Result<File, OpenError> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            use rustix::fs::{ResolveFlags, openat2};
+            let resolve =
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+            match openat2(&self.fd, rel, flags, Mode::empty(), resolve) {
+                Ok(fd) => return Ok(File::from(fd)),
+                // Kernels before 5.6, and sandboxes that filter the call: resolve by hand.
+                Err(e)
+                    if e == rustix::io::Errno::NOSYS
+                        || e == rustix::io::Errno::PERM
+                        || e == rustix::io::Errno::INVAL => {}
+                Err(e) => return Err(map_errno(e)),
+            }
+        }
+        self.open_by_components(rel, flags)
+    }
+
+    /// Opens component by component with `O_NOFOLLOW`: no symlink is followed, anywhere.
+    #[cfg(unix)]
+    fn open_by_components(&self, rel: &str, flags: rustix::fs::OFlags) -> Result<File, OpenError> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let mut parts = rel.split('/').peekable();
+        let mut dir: Option<std::os::fd::OwnedFd> = None;
+        while let Some(part) = parts.next() {
+            let at = dir.as_ref().unwrap_or(&self.fd);
+            if parts.peek().is_none() {
+                let fd = openat(at, part, flags | OFlags::NOFOLLOW, Mode::empty())
+                    .map_err(map_errno)?;
+                return Ok(File::from(fd));
+            }
+            let next = openat(
+                at,
+                part,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| {
+                // A symlink opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR or ELOOP.
+                if e == rustix::io::Errno::NOTDIR {
+                    OpenError::Symlink
+                } else {
+                    map_errno(e)
+                }
+            })?;
+            dir = Some(next);
+        }
+        Err(OpenError::BadPath)
+    }
+
+    #[cfg(not(unix))]
+    fn open_raw(&self, rel: &str) -> Result<File, OpenError> {
+        // Best effort where there is no `openat`: refuse any component that is a link right now.
+        let mut at = self.path.clone();
+        for part in rel.split('/') {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.file_type().is_symlink() => return Err(OpenError::Symlink),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(OpenError::Missing),
+                Err(e) => return Err(OpenError::Io(e)),
+            }
+        }
+        File::open(&at).map_err(OpenError::Io)
+    }
+}
+
+#[cfg(unix)]
+fn map_errno(e: rustix::io::Errno) -> OpenError {
+    use rustix::io::Errno;
+    if e == Errno::LOOP || e == Errno::XDEV {
+        OpenError::Symlink
+    } else if e == Errno::NOENT {
+        OpenError::Missing
+    } else if e == Errno::NOTDIR || e == Errno::NXIO {
+        // ENXIO: a socket or a FIFO without a writer opened without blocking.
+        OpenError::NotRegular
+    } else {
+        OpenError::Io(io::Error::from(e))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::{OpenError, RootDir};
+
+    fn check(setup: impl FnOnce(&std::path::Path), rel: &str, expected: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path());
+        let root = RootDir::open(dir.path()).unwrap();
+        let got = match root.open_file(rel) {
+            Ok(_) => "ok",
+            Err(OpenError::Symlink) => "symlink",
+            Err(OpenError::NotRegular) => "not-regular",
+            Err(OpenError::Missing) => "missing",
+            Err(OpenError::BadPath) => "bad-path",
+            Err(OpenError::Io(_)) => "io",
+        };
+        assert_eq!(got, expected, "{rel}");
+    }
+
+    #[test]
+    fn regular_files_open_and_nothing_else_does() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("passwd"), "root:x:0:0\n").unwrap();
+        let out = outside.path().to_path_buf();
+        let tree = move |d: &std::path::Path| {
+            std::fs::create_dir_all(d.join("a/b")).unwrap();
+            std::fs::write(d.join("a/b/f.txt"), "x").unwrap();
+            std::os::unix::fs::symlink(&out, d.join("etc")).unwrap();
+            std::os::unix::fs::symlink("a", d.join("link-dir")).unwrap();
+            std::os::unix::fs::symlink("a/b/f.txt", d.join("link-file")).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                d.join("fifo"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+                0,
+            )
+            .unwrap();
+        };
+        for (rel, expected) in [
+            ("a/b/f.txt", "ok"),
+            ("etc/passwd", "symlink"),
+            ("link-dir/b/f.txt", "symlink"),
+            ("link-file", "symlink"),
+            ("fifo", "not-regular"),
+            ("a/b", "not-regular"),
+            ("a/nope", "missing"),
+            ("../x", "bad-path"),
+            ("/etc/passwd", "bad-path"),
+            ("a//b", "bad-path"),
+        ] {
+            check(tree.clone(), rel, expected);
+        }
+    }
+}

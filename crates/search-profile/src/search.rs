@@ -1,0 +1,304 @@
+//! Matching: ripgrep's fixed-string matcher and searcher, for every searcher.
+
+use std::fs::File;
+use std::io::{self, Read, Seek};
+
+use grep_matcher::{LineTerminator, Matcher};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+
+/// grep-searcher's initial line buffer capacity.
+const INITIAL_BUFFER: u64 = 64 * 1024;
+
+/// A compiled query: ripgrep's fixed-string matcher with its defaults.
+#[derive(Debug, Clone)]
+pub struct LiteralMatcher {
+    inner: RegexMatcher,
+    max_match_bytes: usize,
+}
+
+impl LiteralMatcher {
+    /// The underlying grep matcher.
+    pub fn inner(&self) -> &RegexMatcher {
+        &self.inner
+    }
+
+    /// An upper bound on the bytes of any match: no match of the fixed string is longer than 4
+    /// bytes per character of the query (case folding can change a character's encoded length,
+    /// never beyond 4 bytes).
+    pub fn max_match_bytes(&self) -> usize {
+        self.max_match_bytes
+    }
+
+    /// Where the first match in `haystack` lies, if any.
+    pub fn find(&self, haystack: &[u8]) -> Option<(usize, usize)> {
+        self.inner
+            .find(haystack)
+            .ok()
+            .flatten()
+            .map(|m| (m.start(), m.end()))
+    }
+}
+
+/// Compiles `query` as ripgrep compiles `rg -F QUERY` (`-i` when `case_insensitive`).
+pub fn matcher(query: &str, case_insensitive: bool) -> Result<LiteralMatcher, grep_regex::Error> {
+    let inner = RegexMatcherBuilder::new()
+        .multi_line(true)
+        .unicode(true)
+        .octal(false)
+        .fixed_strings(true)
+        .case_insensitive(case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .dot_matches_new_line(false)
+        .ban_byte(Some(b'\x00'))
+        .build(query)?;
+    Ok(LiteralMatcher {
+        inner,
+        max_match_bytes: 4 * query.chars().count(),
+    })
+}
+
+/// Tells a search whether to stop now (deadline, cancellation). Checked on every read, so even a
+/// huge file without matches is abandoned promptly.
+pub trait SearchControl {
+    /// Whether the search must stop.
+    fn should_stop(&self) -> bool;
+}
+
+/// A [`SearchControl`] that never stops.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NeverStop;
+
+impl SearchControl for NeverStop {
+    fn should_stop(&self) -> bool {
+        false
+    }
+}
+
+/// One matching line, as a sink sees it.
+#[derive(Debug)]
+pub struct LineMatch<'a> {
+    /// 1-based line number.
+    pub line_number: u64,
+    /// The line (with its terminator), or on the stream path a window of it.
+    pub line: &'a [u8],
+    /// The first match's byte range within `line`.
+    pub start: usize,
+    /// See `start`.
+    pub end: usize,
+    /// 1-based byte column of the match within the whole line.
+    pub column: u64,
+    /// `line` is a window of a longer line.
+    pub partial: bool,
+}
+
+/// How the search of one file went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileOutcome {
+    /// The file is binary (a NUL byte): the search stopped there, as ripgrep's does.
+    pub binary: bool,
+    /// A line was longer than the heap limit, so the file was searched as a bounded stream.
+    pub streamed: bool,
+    /// The [`SearchControl`] stopped the search.
+    pub stopped: bool,
+}
+
+/// Why a file could not be searched.
+#[derive(Debug)]
+pub enum SearchFileError {
+    /// Reading it failed.
+    Read(io::Error),
+}
+
+impl std::fmt::Display for SearchFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the file could not be read")
+    }
+}
+
+impl std::error::Error for SearchFileError {}
+
+/// ripgrep's searcher for one thread, with the fresh-searcher rule and the bounded stream.
+///
+/// **The fresh-searcher rule.** grep-searcher keeps its line buffer between files, grown to the
+/// longest line it has seen. A grown buffer changes where binary detection stops in the next file
+/// (a larger first read can reach a NUL before any match is searched), so the same file could
+/// give different hits depending on what the thread searched before. After any file with a line
+/// longer than half the initial buffer (half, to cover UTF-16 transcoding growth), the searcher
+/// is rebuilt: every file is searched as by a fresh searcher.
+#[derive(Debug)]
+pub struct FileSearcher {
+    searcher: Searcher,
+    heap_limit: usize,
+    stream_window: usize,
+}
+
+impl Default for FileSearcher {
+    fn default() -> Self {
+        FileSearcher::new(crate::DEFAULT_HEAP_LIMIT, 16 * 1024)
+    }
+}
+
+fn build_searcher(heap_limit: usize) -> Searcher {
+    SearcherBuilder::new()
+        .line_terminator(LineTerminator::byte(b'\n'))
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .heap_limit(Some(heap_limit))
+        .build()
+}
+
+impl FileSearcher {
+    /// A searcher holding at most `heap_limit` bytes of one line; files with longer lines are
+    /// streamed, with snippets of about `stream_window` bytes on each side of a match.
+    pub fn new(heap_limit: usize, stream_window: usize) -> FileSearcher {
+        FileSearcher {
+            searcher: build_searcher(heap_limit),
+            heap_limit,
+            stream_window,
+        }
+    }
+
+    /// Searches `file`, calling `sink` for each matching line in order until it returns `false`.
+    pub fn search(
+        &mut self,
+        matcher: &LiteralMatcher,
+        mut file: File,
+        control: &dyn SearchControl,
+        mut sink: impl FnMut(LineMatch<'_>) -> bool,
+    ) -> Result<FileOutcome, SearchFileError> {
+        let mut outcome = FileOutcome::default();
+        let mut reader = GuardedReader {
+            inner: &file,
+            control,
+            stopped: false,
+            failed: None,
+            run: 0,
+            longest: 0,
+        };
+        let mut lines = LineSink {
+            matcher,
+            sink: &mut sink,
+            binary: false,
+        };
+        let result = self
+            .searcher
+            .search_reader(matcher.inner(), &mut reader, &mut lines);
+        let longest = reader.longest.max(reader.run);
+        let (stopped, failed) = (reader.stopped, reader.failed.take());
+        outcome.binary = lines.binary;
+        match result {
+            Ok(()) => {}
+            Err(_) if stopped => outcome.stopped = true,
+            Err(_) if failed.is_some() => {
+                self.refresh_if_grown(longest);
+                return Err(SearchFileError::Read(failed.unwrap_or_else(|| {
+                    io::Error::other("read failed")
+                })));
+            }
+            Err(_) => {
+                // The only other error is a line longer than the heap limit: search the file
+                // again as a stream with bounded memory.
+                self.searcher = build_searcher(self.heap_limit);
+                file.rewind().map_err(SearchFileError::Read)?;
+                let s = crate::stream::search(
+                    &mut file,
+                    matcher,
+                    self.stream_window,
+                    control,
+                    &mut sink,
+                )
+                .map_err(SearchFileError::Read)?;
+                return Ok(FileOutcome {
+                    binary: s.binary,
+                    streamed: true,
+                    stopped: s.stopped,
+                });
+            }
+        }
+        self.refresh_if_grown(longest);
+        Ok(outcome)
+    }
+
+    fn refresh_if_grown(&mut self, longest_line: u64) {
+        if longest_line > INITIAL_BUFFER / 2 {
+            self.searcher = build_searcher(self.heap_limit);
+        }
+    }
+}
+
+/// A reader that stops the search when told to, and measures the longest line it passed on.
+struct GuardedReader<'a> {
+    inner: &'a File,
+    control: &'a dyn SearchControl,
+    stopped: bool,
+    failed: Option<io::Error>,
+    /// Bytes since the last line terminator, and the longest line seen so far.
+    run: u64,
+    longest: u64,
+}
+
+impl Read for GuardedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.control.should_stop() {
+            self.stopped = true;
+            return Err(io::Error::other("search stopped"));
+        }
+        let n = match self.inner.read(buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let kind = e.kind();
+                self.failed = Some(e);
+                return Err(io::Error::new(kind, "read failed"));
+            }
+        };
+        // Two searches per read: a chunk no longer than the buffer cannot hold a whole over-long
+        // line between two terminators.
+        let chunk = &buf[..n];
+        match memchr::memchr(b'\n', chunk) {
+            Some(first) => {
+                self.longest = self.longest.max(self.run + first as u64);
+                let last = memchr::memrchr(b'\n', chunk).unwrap_or(first);
+                self.run = (n - last - 1) as u64;
+            }
+            None => self.run += n as u64,
+        }
+        Ok(n)
+    }
+}
+
+struct LineSink<'a, F> {
+    matcher: &'a LiteralMatcher,
+    sink: &'a mut F,
+    binary: bool,
+}
+
+impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let first = mat.line_number().unwrap_or(1);
+        for (i, line) in mat.lines().enumerate() {
+            // The searcher reported this line as matching; find cannot disagree, but if it did,
+            // the line is still a hit and its column is the line start.
+            let (start, end) = self.matcher.find(line).unwrap_or((0, 0));
+            let go_on = (self.sink)(LineMatch {
+                line_number: first + i as u64,
+                line,
+                start,
+                end,
+                column: start as u64 + 1,
+                partial: false,
+            });
+            if !go_on {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}

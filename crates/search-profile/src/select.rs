@@ -1,0 +1,179 @@
+//! Which files are searched: ripgrep's default selection, for every searcher.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use ignore::{DirEntry, WalkBuilder};
+
+/// A pruning rule: given a repo-relative path and whether it is a directory, whether the walk
+/// keeps it. Directories it drops are not entered.
+pub type Prune = Arc<dyn Fn(&str, bool) -> bool + Send + Sync>;
+
+/// The selection of one worktree: what `rg` (with no flags) would search under the root.
+#[derive(Clone)]
+pub struct Selection {
+    root: PathBuf,
+    threads: usize,
+    prune: Option<Prune>,
+}
+
+impl std::fmt::Debug for Selection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Selection")
+            .field("root", &self.root)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Selection {
+    /// The selection under `root` (an absolute, canonical directory), walked with the available
+    /// parallelism, at most 12 threads (as ripgrep does).
+    pub fn new(root: impl Into<PathBuf>) -> Selection {
+        Selection {
+            root: root.into(),
+            threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(12),
+            prune: None,
+        }
+    }
+
+    /// Walks with `threads` threads (at least one).
+    pub fn threads(mut self, threads: usize) -> Selection {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// Prunes the walk: only paths `keep` accepts are listed, only directories it accepts are
+    /// entered. Ignore rules of the directories above a kept path still apply, so a pruned walk
+    /// selects exactly the files an unpruned walk would, restricted to what `keep` accepts.
+    pub fn prune(mut self, keep: impl Fn(&str, bool) -> bool + Send + Sync + 'static) -> Selection {
+        self.prune = Some(Arc::new(keep));
+        self
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The walker, configured with ripgrep's defaults (spelled out, so that a change of the
+    /// library's defaults cannot move us) and the pruning rule.
+    pub fn walker(&self) -> WalkBuilder {
+        let mut builder = WalkBuilder::new(&self.root);
+        builder
+            .hidden(true)
+            .parents(true)
+            .ignore(true)
+            .git_ignore(true)
+            .git_global(true)
+            .git_exclude(true)
+            .require_git(true)
+            .follow_links(false)
+            .threads(self.threads);
+        builder.add_custom_ignore_filename(".rgignore");
+        if let Some(prune) = self.prune.clone() {
+            let root = self.root.clone();
+            builder.filter_entry(move |entry| {
+                let Some(rel) = relative_path(&root, entry.path()) else {
+                    return false;
+                };
+                if rel.is_empty() {
+                    return true;
+                }
+                prune(&rel, entry.file_type().is_some_and(|t| t.is_dir()))
+            });
+        }
+        builder
+    }
+
+    /// Walks the selection in parallel, calling `visit` for each selected regular file with its
+    /// repo-relative path and entry. Files whose names are not UTF-8 are passed to `non_utf8`.
+    pub fn for_each_file<F>(&self, make_visitor: impl Fn() -> F + Sync)
+    where
+        F: FnMut(FileEntry<'_>) + Send,
+    {
+        let root = &self.root;
+        self.walker().build_parallel().run(|| {
+            let mut visit = make_visitor();
+            Box::new(move |entry| {
+                let Ok(entry) = entry else {
+                    visit(FileEntry::Unreadable);
+                    return ignore::WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return ignore::WalkState::Continue;
+                }
+                match relative_path(root, entry.path()) {
+                    Some(rel) => visit(FileEntry::File { rel: &rel, entry: &entry }),
+                    None => visit(FileEntry::NonUtf8Path),
+                }
+                ignore::WalkState::Continue
+            })
+        });
+    }
+
+    /// Every selected file's repo-relative path, sorted by [`crate::PathKey`] order. Files whose
+    /// names are not UTF-8 are left out, as every searcher leaves them out.
+    pub fn files(&self) -> Vec<String> {
+        let found = Mutex::new(Vec::new());
+        self.for_each_file(|| {
+            let mut local = Flush {
+                local: Vec::new(),
+                found: &found,
+            };
+            move |e: FileEntry<'_>| {
+                if let FileEntry::File { rel, .. } = e {
+                    local.local.push(rel.to_owned());
+                }
+            }
+        });
+        let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        v.sort_by(|a, b| crate::PathKey::compare(a, b));
+        v
+    }
+}
+
+/// What the walk hands a visitor.
+#[derive(Debug)]
+pub enum FileEntry<'a> {
+    /// A selected regular file.
+    File {
+        /// Its repo-relative, `/`-separated path.
+        rel: &'a str,
+        /// The walker's entry (its metadata is the file's own, never a link target's).
+        entry: &'a DirEntry,
+    },
+    /// A selected file whose name is not UTF-8.
+    NonUtf8Path,
+    /// A directory or file the walk could not read.
+    Unreadable,
+}
+
+/// The repo-relative, `/`-separated UTF-8 form of `path` under `root`; `""` for the root itself;
+/// `None` when it is not under the root or not UTF-8.
+pub fn relative_path<'a>(root: &Path, path: &'a Path) -> Option<Cow<'a, str>> {
+    let rel = path.strip_prefix(root).ok()?.to_str()?;
+    Some(if std::path::MAIN_SEPARATOR == '/' {
+        Cow::Borrowed(rel)
+    } else {
+        Cow::Owned(rel.replace(std::path::MAIN_SEPARATOR, "/"))
+    })
+}
+
+/// A walker thread's finds, handed over once when the thread's visitor is dropped.
+struct Flush<'a> {
+    local: Vec<String>,
+    found: &'a Mutex<Vec<String>>,
+}
+
+impl Drop for Flush<'_> {
+    fn drop(&mut self) {
+        self.found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut self.local);
+    }
+}

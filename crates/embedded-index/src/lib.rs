@@ -120,15 +120,17 @@ pub struct EmbeddedIndex {
     current: RwLock<(Current, Option<ManifestId>)>,
     writer: Mutex<()>,
     building: AtomicBool,
-    /// The index directory, opened once: index files are opened beneath it the same way.
-    dir_handle: RootDir,
+    /// The index directory's path, and the directory opened: index files are opened beneath it
+    /// the same way. Reopened when the path comes to name another directory (deleted, re-cloned).
+    dir_path: PathBuf,
+    dir_handle: RwLock<Arc<RootDir>>,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedIndex")
             .field("root", &self.root)
-            .field("dir", &self.dir_handle.path())
+            .field("dir", &self.dir_path)
             .finish_non_exhaustive()
     }
 }
@@ -175,7 +177,8 @@ impl EmbeddedIndex {
             current: RwLock::new((Current::Failed, None)),
             writer: Mutex::new(()),
             building: AtomicBool::new(false),
-            dir_handle: RootDir::open(&dir)?,
+            dir_handle: RwLock::new(Arc::new(RootDir::open(&dir)?)),
+            dir_path: dir,
         };
         if let Err(LoadError::Io(e)) = index.load() {
             return Err(e);
@@ -188,11 +191,20 @@ impl EmbeddedIndex {
         &self.root
     }
 
+    /// The index directory, opened.
+    pub(crate) fn dir(&self) -> Arc<RootDir> {
+        self.dir_handle
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Loads the committed version, whatever this process held before.
     fn load(&self) -> Result<(), LoadError> {
-        let id = snapshot::manifest_id(&self.dir_handle);
+        let dir = self.dir();
+        let id = snapshot::manifest_id(&dir);
         let previous = self.snapshot();
-        let loaded = Snapshot::read_committed(&self.dir_handle, previous.as_deref());
+        let loaded = Snapshot::read_committed(&dir, previous.as_deref());
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
         match loaded {
             Ok(s) => {
@@ -209,7 +221,18 @@ impl EmbeddedIndex {
     /// Notices a commit by another process (or a damaged or deleted index) and loads it. Costs
     /// one `stat` when nothing changed.
     pub(crate) fn sync(&self) {
-        let now = snapshot::manifest_id(&self.dir_handle);
+        if !self.dir().is_still_at_path() {
+            // The directory was deleted or replaced: start over in whatever is there now.
+            let reopened = std::fs::create_dir_all(&self.dir_path)
+                .and_then(|()| RootDir::open(&self.dir_path));
+            if let Ok(d) = reopened {
+                *self.dir_handle.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = (Current::Failed, None);
+                let _ = self.load();
+                return;
+            }
+        }
+        let now = snapshot::manifest_id(&self.dir());
         let held = self.current.read().unwrap_or_else(|p| p.into_inner()).1;
         if now != held || now.is_none() && self.snapshot().is_none_or(|s| s.manifest.generation > 0)
         {
@@ -225,7 +248,7 @@ impl EmbeddedIndex {
     }
 
     fn install(&self, s: Snapshot) {
-        let id = snapshot::manifest_id(&self.dir_handle);
+        let id = snapshot::manifest_id(&self.dir());
         *self.current.write().unwrap_or_else(|p| p.into_inner()) =
             (Current::Ready(Arc::new(s)), id);
     }

@@ -63,10 +63,15 @@ mod tests {
     #[test]
     fn a_panicking_worker_fails_the_whole_batch() {
         let items: Vec<u32> = (0..100).collect();
-        let out = map(&items, 2, || (), |_, &x, _| {
-            assert!(x != 57, "injected");
-            x
-        });
+        let out = map(
+            &items,
+            2,
+            || (),
+            |_, &x, _| {
+                assert!(x != 57, "injected");
+                x
+            },
+        );
         assert_eq!(out, Err(Panicked));
     }
 }

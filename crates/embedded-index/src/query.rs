@@ -71,8 +71,8 @@ impl EmbeddedIndex {
                         }
                         acc = intersect(&acc, &seg.postings(t));
                     }
-                    let unreadable = (0..seg.n_docs())
-                        .filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0);
+                    let unreadable =
+                        (0..seg.n_docs()).filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0);
                     acc.extend(unreadable);
                     acc.sort_unstable();
                     acc.dedup();
@@ -119,9 +119,12 @@ impl EmbeddedIndex {
             }
             let block = (cap.saturating_sub(hits.len())).clamp(16, 512) * threads;
             let end = (at + block).min(candidates.len());
-            let found = parallel::map(&candidates[at..end], threads, verify::searcher, |_, c, s| {
-                verify::first_match(s, &matcher, &self.root_dir, c.path, &control)
-            })?;
+            let found = parallel::map(
+                &candidates[at..end],
+                threads,
+                verify::searcher,
+                |_, c, s| verify::first_match(s, &matcher, &self.root_dir, c.path, &control),
+            )?;
             for (i, v) in found.into_iter().enumerate() {
                 let c = &candidates[at + i];
                 match v {

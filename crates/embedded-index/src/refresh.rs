@@ -85,8 +85,7 @@ impl EmbeddedIndex {
             match snap.live.get(path) {
                 Some(&(si, id)) => {
                     let meta = snap.segments[si].meta(id);
-                    if meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0
-                    {
+                    if meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0 {
                         d.upserts.push((path.clone(), *stamp));
                     }
                 }
@@ -124,17 +123,17 @@ impl EmbeddedIndex {
         deadline: Option<Instant>,
     ) -> Result<RefreshReport, EmbeddedIndexError> {
         self.sync();
-        let needs_build = self
-            .snapshot()
-            .is_none_or(|s| s.manifest.generation == 0);
+        let needs_build = self.snapshot().is_none_or(|s| s.manifest.generation == 0);
         if needs_build {
             let _lock = self.lock(deadline)?;
             if self.snapshot().is_none_or(|s| s.manifest.generation == 0) {
                 let generation = self.snapshot().map_or(0, |s| s.manifest.generation) + 1;
                 let revision = format!("{head}+g{generation}");
-                self.building.store(true, std::sync::atomic::Ordering::SeqCst);
+                self.building
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 let built = self.build_locked(&revision, &mut |_, _| {});
-                self.building.store(false, std::sync::atomic::Ordering::SeqCst);
+                self.building
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
                 let stats = built?;
                 return Ok(RefreshReport {
                     kind: RefreshKind::Build,
@@ -160,7 +159,11 @@ impl EmbeddedIndex {
         } else {
             RefreshKind::Update
         };
-        let revision = format!("{head}+g{}", snap.manifest.generation + 1);
+        // A touch changes no content: the revision stays when HEAD did.
+        let revision = match &snap.manifest.source_revision {
+            Some(r) if kind == RefreshKind::Touch && Self::attests_head(r, head) => r.clone(),
+            _ => format!("{head}+g{}", snap.manifest.generation + 1),
+        };
         self.apply_locked(&d.upserts, &d.removals, Some(&revision))?;
         Ok(RefreshReport {
             kind,
@@ -180,9 +183,7 @@ impl EmbeddedIndex {
         let snap = self.snapshot()?;
         let d = Self::diff(&snap, selected);
         let revision = snap.manifest.source_revision.clone()?;
-        let same_head = revision
-            .strip_prefix(head)
-            .is_some_and(|rest| rest.starts_with("+g"));
+        let same_head = Self::attests_head(&revision, head);
         let recent = snap.manifest.updated_at.is_some_and(|t| {
             UnixMillis::now().0.saturating_sub(t) < TOUCH_AFTER.as_millis() as u64
         });
@@ -194,6 +195,13 @@ impl EmbeddedIndex {
                 revision,
             },
         )
+    }
+
+    /// Whether `revision` is one this index wrote for `head`.
+    fn attests_head(revision: &str, head: &str) -> bool {
+        revision
+            .strip_prefix(head)
+            .is_some_and(|rest| rest.starts_with("+g"))
     }
 
     fn current_revision(&self) -> String {

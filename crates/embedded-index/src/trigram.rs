@@ -164,6 +164,9 @@ mod tests {
     fn case_insensitive_queries_drop_k_s_and_non_ascii_trigrams() {
         assert_eq!(query_trigrams("ab", false), None);
         assert_eq!(query_trigrams("Kab", true), None);
-        assert_eq!(query_trigrams("abc", true), Some(vec![pack(b'a', b'b', b'c')]));
+        assert_eq!(
+            query_trigrams("abc", true),
+            Some(vec![pack(b'a', b'b', b'c')])
+        );
     }
 }

@@ -51,7 +51,11 @@ pub(crate) fn stamp_of(m: &std::fs::Metadata) -> Stamp {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| (s as u64).wrapping_mul(1_000_000_000).wrapping_add(n as u64);
+        let ns = |s: i64, n: i64| {
+            (s as u64)
+                .wrapping_mul(1_000_000_000)
+                .wrapping_add(n as u64)
+        };
         Stamp {
             len: m.len(),
             mtime_ns: ns(m.mtime(), m.mtime_nsec()),
@@ -85,7 +89,10 @@ fn is_racy(stamp: &Stamp, now: SystemTime) -> bool {
 impl EmbeddedIndex {
     /// Takes the writer lock, waiting until `deadline` (forever when `None`), then brings the
     /// in-memory snapshot up to the latest commit.
-    pub(crate) fn lock(&self, deadline: Option<Instant>) -> Result<WriteLock<'_>, EmbeddedIndexError> {
+    pub(crate) fn lock(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<WriteLock<'_>, EmbeddedIndexError> {
         let mut pause = Duration::from_millis(1);
         let mut wait = || -> Result<(), EmbeddedIndexError> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -102,7 +109,7 @@ impl EmbeddedIndex {
                 Err(std::sync::TryLockError::WouldBlock) => wait()?,
             }
         };
-        let file = open_lock_file(self.dir_handle.path())?;
+        let file = open_lock_file(self.dir().path())?;
         loop {
             match file.try_lock() {
                 Ok(()) => break,
@@ -125,40 +132,45 @@ impl EmbeddedIndex {
         paths: &[(String, Stamp)],
         threads: usize,
     ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
-        let docs = parallel::map(paths, threads, trigram::Extractor::new, |_, (path, walked), ex| {
-            let mut meta = DocMeta {
-                prior: rank::quantized_prior(path),
-                flags: 0,
-                stamp: *walked,
-            };
-            if index_guard::check_path(path).is_err() {
-                meta.flags |= flags::REFUSED_NAME;
-            }
-            let read = self.root_dir.open_file(path).ok().and_then(|file| {
-                let now = SystemTime::now();
-                let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
-                let trigrams = ex.extract_reader(&file).ok()?;
-                Some((stamp, now, trigrams))
-            });
-            let trigrams = match read {
-                Some((stamp, now, trigrams)) => {
-                    meta.stamp = stamp;
-                    if is_racy(&stamp, now) {
-                        meta.flags |= flags::RACY;
+        let docs = parallel::map(
+            paths,
+            threads,
+            trigram::Extractor::new,
+            |_, (path, walked), ex| {
+                let mut meta = DocMeta {
+                    prior: rank::quantized_prior(path),
+                    flags: 0,
+                    stamp: *walked,
+                };
+                if index_guard::check_path(path).is_err() {
+                    meta.flags |= flags::REFUSED_NAME;
+                }
+                let read = self.root_dir.open_file(path).ok().and_then(|file| {
+                    let now = SystemTime::now();
+                    let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
+                    let trigrams = ex.extract_reader(&file).ok()?;
+                    Some((stamp, now, trigrams))
+                });
+                let trigrams = match read {
+                    Some((stamp, now, trigrams)) => {
+                        meta.stamp = stamp;
+                        if is_racy(&stamp, now) {
+                            meta.flags |= flags::RACY;
+                        }
+                        trigrams
                     }
-                    trigrams
+                    None => {
+                        meta.flags |= flags::UNREADABLE;
+                        Vec::new()
+                    }
+                };
+                DocTrigrams {
+                    path: path.clone(),
+                    trigrams,
+                    meta,
                 }
-                None => {
-                    meta.flags |= flags::UNREADABLE;
-                    Vec::new()
-                }
-            };
-            DocTrigrams {
-                path: path.clone(),
-                trigrams,
-                meta,
-            }
-        })?;
+            },
+        )?;
         Ok(docs)
     }
 
@@ -184,7 +196,7 @@ impl EmbeddedIndex {
             let file = format!("seg-{generation}-{suffix}-{}.idx", entries.len());
             let enc = encoder.get_or_insert_with(Encoder::new);
             let (bytes, crc) = enc.encode(batch);
-            crate::segment::write_durably(self.dir_handle.path(), &file, &bytes)?;
+            crate::segment::write_durably(self.dir().path(), &file, &bytes)?;
             entries.push(SegmentEntry {
                 file,
                 crc32: crc,
@@ -236,7 +248,7 @@ impl EmbeddedIndex {
 
     /// The generation of the latest commit, or 0 (also for a damaged index, which is replaced).
     fn committed_generation(&self) -> u64 {
-        match manifest::read(&self.dir_handle) {
+        match manifest::read(&self.dir()) {
             Ok(m) => m.generation,
             Err(_) => self.snapshot().map_or(0, |s| s.manifest.generation),
         }
@@ -245,9 +257,9 @@ impl EmbeddedIndex {
     /// Commits a manifest, installs its snapshot and removes files no manifest names. The caller
     /// holds the lock, so no other writer has files in flight.
     fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
-        manifest::commit(self.dir_handle.path(), &m)?;
+        manifest::commit(self.dir().path(), &m)?;
         let previous = self.snapshot();
-        let snapshot = Snapshot::read_committed(&self.dir_handle, previous.as_deref())
+        let snapshot = Snapshot::read_committed(&self.dir(), previous.as_deref())
             .map_err(|_| EmbeddedIndexError::Corrupt)?;
         let bytes = snapshot.segments.iter().map(|s| s.bytes() as u64).sum();
         let keep: HashSet<String> = snapshot
@@ -260,7 +272,7 @@ impl EmbeddedIndex {
         // Readers that still hold an older snapshot keep their mappings: on Unix a removed file
         // stays readable while mapped. A reader about to map one it no longer finds reads the
         // newer manifest instead.
-        if let Ok(rd) = std::fs::read_dir(self.dir_handle.path()) {
+        if let Ok(rd) = std::fs::read_dir(self.dir().path()) {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let stale_segment = name.ends_with(".idx") && !keep.contains(&name);
@@ -338,7 +350,7 @@ impl EmbeddedIndex {
             let seg = match snap.manifest.segments.iter().position(|s| s.file == e.file) {
                 Some(si) => snap.segments[si].clone(),
                 None => Arc::new(
-                    Segment::open(&self.dir_handle, &e.file, e.crc32)
+                    Segment::open(&self.dir(), &e.file, e.crc32)
                         .map_err(|_| EmbeddedIndexError::Corrupt)?,
                 ),
             };
@@ -361,7 +373,7 @@ impl EmbeddedIndex {
         }
         let file = format!("seg-{generation}-{}-merged.idx", unique_suffix());
         let (bytes, crc) = Encoder::new().encode(&docs);
-        crate::segment::write_durably(self.dir_handle.path(), &file, &bytes)?;
+        crate::segment::write_durably(self.dir().path(), &file, &bytes)?;
         let mut out: Vec<SegmentEntry> = entries
             .into_iter()
             .enumerate()

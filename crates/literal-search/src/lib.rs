@@ -123,18 +123,21 @@ impl LiteralSearch {
         let scope = Scope::parse(request.path.as_deref())?;
         self.check_scope_on_disk(&scope)?;
         let limits = &self.config.limits;
-        let matcher = search_profile::matcher(&request.query, request.case_insensitive)
-            .map_err(|_| IndexError::InvalidArgument {
-                argument: "query",
-                problem: "could not be compiled into a matcher (it is too large)",
-                code: ErrorCode::Limit,
+        let matcher =
+            search_profile::matcher(&request.query, request.case_insensitive).map_err(|_| {
+                IndexError::InvalidArgument {
+                    argument: "query",
+                    problem: "could not be compiled into a matcher (it is too large)",
+                    code: ErrorCode::Limit,
+                }
             })?;
         let threads = self.config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(12)
         });
-        let dir = search_profile::RootDir::open(&self.root).map_err(|_| IndexError::BackendFailed)?;
+        let dir =
+            search_profile::RootDir::open(&self.root).map_err(|_| IndexError::BackendFailed)?;
         let job = search::Job::new(search::JobParams {
             scope,
             matcher,

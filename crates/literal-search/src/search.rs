@@ -8,8 +8,8 @@ use std::time::Instant;
 use index_contract::{CancelSignal, SearchHit, SkippedFiles, StopReason};
 use index_guard::{Scope, snippet_window};
 use search_profile::{
-    FileEntry, FileSearcher, LineMatch, LiteralMatcher, OpenError, PathKey, RootDir,
-    SearchControl, Selection,
+    FileEntry, FileSearcher, LineMatch, LiteralMatcher, OpenError, PathKey, RootDir, SearchControl,
+    Selection,
 };
 
 use crate::collect::Collector;

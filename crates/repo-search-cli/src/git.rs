@@ -1,20 +1,44 @@
 //! The few git questions the host asks, answered by the `git` command itself.
+//!
+//! Git is asked where the worktree is and which commit HEAD names, nothing more: which files are
+//! searched, and whether the index is fresh, is decided by the selection itself. Git's own text
+//! never reaches a caller: every failure maps to a fixed [`GitError`].
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn git(root: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("could not run git: {e}"))?;
+/// Why a git question had no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GitError {
+    /// The `git` command could not be run.
+    NoGit,
+    /// Git answered with an error (for example: not a git worktree).
+    Refused,
+}
+
+/// Variables that would make git answer about another repository than the one at `-C`: the
+/// host's answer must depend on `--root` alone.
+const REPOSITORY_OVERRIDES: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+];
+
+fn git(root: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(root).args(args).stdin(Stdio::null());
+    for var in REPOSITORY_OVERRIDES {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().map_err(|_| GitError::NoGit)?;
     if out.status.success() {
         Ok(out.stdout)
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        Err(GitError::Refused)
     }
 }
 
@@ -23,12 +47,12 @@ fn line(bytes: Vec<u8>) -> String {
 }
 
 /// The worktree's top directory.
-pub(crate) fn toplevel(dir: &Path) -> Result<PathBuf, String> {
+pub(crate) fn toplevel(dir: &Path) -> Result<PathBuf, GitError> {
     git(dir, &["rev-parse", "--show-toplevel"]).map(|b| PathBuf::from(line(b)))
 }
 
 /// This worktree's own git directory (distinct per linked worktree).
-pub(crate) fn git_dir(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn git_dir(root: &Path) -> Result<PathBuf, GitError> {
     git(root, &["rev-parse", "--absolute-git-dir"]).map(|b| PathBuf::from(line(b)))
 }
 
@@ -37,60 +61,5 @@ pub(crate) fn head(root: &Path) -> Option<String> {
     git(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
         .ok()
         .map(line)
-        .filter(|s| !s.is_empty())
-}
-
-fn split_z(bytes: &[u8]) -> impl Iterator<Item = String> + '_ {
-    bytes
-        .split(|&b| b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-}
-
-/// Paths that differ from HEAD: modified, added, deleted, renamed (both sides), untracked.
-pub(crate) fn dirty(root: &Path) -> Result<Vec<String>, String> {
-    let out = git(
-        root,
-        &[
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-        ],
-    )?;
-    let mut paths = Vec::new();
-    for entry in split_z(&out) {
-        // "XY path"
-        if entry.len() > 3 {
-            paths.push(entry[3..].to_owned());
-        }
-    }
-    paths.sort();
-    paths.dedup();
-    Ok(paths)
-}
-
-/// Paths that differ between two commits (added, modified, deleted; renames as both sides).
-pub(crate) fn changed_between(root: &Path, old: &str, new: &str) -> Result<Vec<String>, String> {
-    let out = git(
-        root,
-        &["diff", "--name-only", "-z", "--no-renames", old, new, "--"],
-    )?;
-    Ok(split_z(&out).collect())
-}
-
-/// The global excludes file git uses: `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`,
-/// else `~/.config/git/ignore`.
-pub(crate) fn global_excludes_file(root: &Path) -> Option<PathBuf> {
-    if let Ok(out) = git(root, &["config", "--path", "--get", "core.excludesFile"]) {
-        let p = line(out);
-        if !p.is_empty() {
-            return Some(PathBuf::from(p));
-        }
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("git").join("ignore"))
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }

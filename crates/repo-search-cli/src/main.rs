@@ -103,8 +103,21 @@ enum Command {
 }
 
 /// Opens the host for a command, or prints why not and gives the exit code.
-fn open_host(location: &Location, options: host::HostOptions) -> Result<host::Host, ExitCode> {
-    host::Host::open(&location.root, location.index_dir.as_deref(), options).map_err(|e| fail(&e))
+fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, ExitCode> {
+    host::Host::open(&location.root, location.index_dir.as_deref(), modes)
+        .map_err(|e| host_fail(e, false))
+}
+
+/// Prints a host error (as `{code, message}` on stdout under `--json`) and gives exit code 2.
+fn host_fail(e: host::HostError, json: bool) -> ExitCode {
+    if json {
+        println!(
+            "{}",
+            json!({"code": e.code().as_str(), "message": e.message()})
+        );
+    }
+    eprintln!("repo-search: {e}\nhint: {}", e.hint());
+    ExitCode::from(2)
 }
 
 fn mode_name(m: Mode) -> &'static str {
@@ -170,7 +183,7 @@ async fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Index { location } => {
-            let host = match open_host(&location, host::HostOptions::default()) {
+            let host = match open_host(&location, host::HostModes::Indexed) {
                 Ok(h) => h,
                 Err(code) => return code,
             };
@@ -179,20 +192,28 @@ async fn run(cli: Cli) -> ExitCode {
                     eprintln!("indexed {} files at {}", r.upserts, r.revision);
                     ExitCode::SUCCESS
                 }
-                Err(e) => fail(&e),
+                Err(e) => host_fail(e, false),
             }
         }
         Command::Status { location, json } => {
-            let host = match open_host(&location, host::HostOptions::default()) {
+            let host = match host::Host::open(
+                &location.root,
+                location.index_dir.as_deref(),
+                host::HostModes::Indexed,
+            ) {
                 Ok(h) => h,
-                Err(code) => return code,
+                Err(e) => return host_fail(e, json),
             };
-            let status = host.index.current_status();
+            let Some(index) = host.index.as_ref() else {
+                return host_fail(host::HostError::IndexDirUnusable, json);
+            };
+            let status = index.current_status();
+            let index_dir = host.index_dir.clone().unwrap_or_default();
             let body = json!({
                 "root": host.root,
-                "index_dir": host.index_dir,
+                "index_dir": index_dir,
                 "status": status,
-                "files": host.index.indexed_paths().len(),
+                "files": index.indexed_paths().len(),
             });
             if json {
                 println!("{body}");
@@ -209,12 +230,12 @@ async fn run(cli: Cli) -> ExitCode {
                         .map_or("-".into(), |t| format!("{} ms since the epoch", t.0))
                 );
                 println!("files:     {}", body["files"]);
-                println!("index dir: {}", host.index_dir.display());
+                println!("index dir: {}", index_dir.display());
             }
             ExitCode::SUCCESS
         }
         Command::Mcp { location } => {
-            let host = match open_host(&location, host::HostOptions::default()) {
+            let host = match open_host(&location, host::HostModes::Indexed) {
                 Ok(h) => h,
                 Err(code) => return code,
             };
@@ -232,21 +253,20 @@ async fn run(cli: Cli) -> ExitCode {
             case_insensitive,
             json,
         } => {
-            // An index query refreshes at once: read git's state while the index opens.
-            let options = host::HostOptions {
-                prefetch_git: matches!(mode, Mode::IndexedLiteral),
+            // Literal mode never touches the index directory.
+            let modes = match mode {
+                Mode::Literal => host::HostModes::LiteralOnly,
+                Mode::IndexedLiteral => host::HostModes::Indexed,
             };
-            let host =
-                match host::Host::open(&location.root, location.index_dir.as_deref(), options) {
-                    Ok(h) => h,
-                    Err(e) => return fail(&e),
-                };
+            let host = match host::Host::open(&location.root, location.index_dir.as_deref(), modes)
+            {
+                Ok(h) => h,
+                Err(e) => return host_fail(e, json),
+            };
             if matches!(mode, Mode::IndexedLiteral)
                 && let Err(e) = host.refresh().await
             {
-                return fail(&format!(
-                    "ERR_PRISM_INDEX_FAILED: the index could not be refreshed: {e}\nhint: run `repo-search index`"
-                ));
+                return host_fail(e, json);
             }
             let mut args = json!({ "query": query, "mode": mode_name(mode), "case_insensitive": case_insensitive });
             if let Some(p) = path {

@@ -39,8 +39,8 @@ impl Server {
             let host = self.host.clone();
             if let Err(e) = host.refresh().await {
                 return CallToolResult::structured_error(json!({
-                    "code": "ERR_PRISM_INDEX_FAILED",
-                    "message": format!("the index could not be refreshed: {e}"),
+                    "code": e.code().as_str(),
+                    "message": e.message(),
                 }));
             }
         }

@@ -48,8 +48,8 @@ mod stream;
 pub use open::{OpenError, RootDir};
 pub use order::PathKey;
 pub use search::{
-    FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl, SearchFileError,
-    matcher,
+    FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,
+    SearchFileError, matcher,
 };
 pub use select::{FileEntry, Prune, Selection, relative_path};
 

@@ -96,12 +96,36 @@ impl RootDir {
         &self.path
     }
 
+    /// Whether the root's path still names the directory this handle opened. `false` once it was
+    /// deleted, or replaced (for example a repository re-cloned at the same path): the caller
+    /// opens the path again.
+    pub fn is_still_at_path(&self) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let (Ok(held), Ok(now)) = (rustix::fs::fstat(&self.fd), std::fs::metadata(&self.path))
+            else {
+                return false;
+            };
+            // The widths of `st_ino` and `st_dev` differ between platforms.
+            #[allow(clippy::unnecessary_cast)]
+            let same = held.st_ino as u64 == now.ino() && held.st_dev as u64 == now.dev();
+            same && held.st_nlink > 0
+        }
+        #[cfg(not(unix))]
+        {
+            self.path.is_dir()
+        }
+    }
+
     /// Opens the regular file at the repo-relative, `/`-separated path `rel`, following no symlink
     /// in any component and never blocking.
     pub fn open_file(&self, rel: &str) -> Result<File, OpenError> {
         if rel.is_empty()
             || rel.starts_with('/')
-            || rel.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+            || rel
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..")
         {
             return Err(OpenError::BadPath);
         }
@@ -144,8 +168,8 @@ impl RootDir {
         while let Some(part) = parts.next() {
             let at = dir.as_ref().unwrap_or(&self.fd);
             if parts.peek().is_none() {
-                let fd = openat(at, part, flags | OFlags::NOFOLLOW, Mode::empty())
-                    .map_err(map_errno)?;
+                let fd =
+                    openat(at, part, flags | OFlags::NOFOLLOW, Mode::empty()).map_err(map_errno)?;
                 return Ok(File::from(fd));
             }
             let next = openat(

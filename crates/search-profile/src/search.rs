@@ -192,9 +192,9 @@ impl FileSearcher {
             Err(_) if stopped => outcome.stopped = true,
             Err(_) if failed.is_some() => {
                 self.refresh_if_grown(longest);
-                return Err(SearchFileError::Read(failed.unwrap_or_else(|| {
-                    io::Error::other("read failed")
-                })));
+                return Err(SearchFileError::Read(
+                    failed.unwrap_or_else(|| io::Error::other("read failed")),
+                ));
             }
             Err(_) => {
                 // The only other error is a line longer than the heap limit: search the file

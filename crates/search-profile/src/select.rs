@@ -107,7 +107,10 @@ impl Selection {
                     return ignore::WalkState::Continue;
                 }
                 match relative_path(root, entry.path()) {
-                    Some(rel) => visit(FileEntry::File { rel: &rel, entry: &entry }),
+                    Some(rel) => visit(FileEntry::File {
+                        rel: &rel,
+                        entry: &entry,
+                    }),
                     None => visit(FileEntry::NonUtf8Path),
                 }
                 ignore::WalkState::Continue

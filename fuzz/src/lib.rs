@@ -15,6 +15,7 @@ use index_contract::{
 use index_guard::{
     Scope, TrustContext, check_path, stamp, update_bytes, validate_hits, validate_update,
 };
+use unicode_normalization::UnicodeNormalization;
 
 /// Strings biased toward the characters that matter to paths.
 #[derive(Debug)]
@@ -25,7 +26,8 @@ impl<'a> Arbitrary<'a> for PathLike {
         const PIECES: &[&str] = &[
             "/", "//", ".", "..", "...", "a", "src", "srcx", "\\", "\0", "C:", "c:", "\u{FF0F}",
             "\u{FF0E}", "\u{2025}", "\u{202E}", "\u{200B}", "é", "日本", " ", "%2e", "\n",
-            "\u{85}", "\u{7f}",
+            "\u{85}", "\u{7f}", ".git", "GIT~1", "\u{200C}", "\u{2044}", "\u{FF1A}", ":", "…",
+            "\u{FF23}",
         ];
         if u.ratio(1, 4)? {
             return Ok(PathLike(String::arbitrary(u)?));
@@ -155,51 +157,104 @@ pub fn trust_validator(data: &[u8]) {
 /// An independent model of containment, written from the rules rather than from the guard's code:
 /// it walks the path as a sequence of components on a stack, the way a filesystem resolves it,
 /// and accepts only paths that resolve strictly inside the root, written canonically, without a
-/// character that could make the shown path differ from the real one.
+/// character that could make the shown path differ from the real one, and without naming git's
+/// own data.
+///
+/// Every way the path can be read (as written, after NFKC, and with the UTS #39 look-alikes of
+/// `/`, `\` and `.` replaced) must resolve to the same number of plain components.
 pub fn reference_contained(path: &str) -> bool {
     if path.is_empty() || path.len() > MAX_PATH_BYTES {
         return false;
     }
-    let forbidden = |c: char| {
-        c == '\\'
-            || c.is_control()
-            || matches!(c as u32,
-                0x2024..=0x2026 | 0xFE52 | 0xFF0E | 0x2044 | 0x2215 | 0x29F8 | 0xFF0F | 0x2216
-                | 0x29F5 | 0x29F9 | 0xFE68 | 0xFF3C | 0xFF1A | 0x200B..=0x200F | 0x202A..=0x202E
-                | 0x2066..=0x2069 | 0xFEFF)
+    let invisible = |c: char| {
+        matches!(c as u32,
+            0x061C | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060 | 0x2066..=0x2069 | 0xFEFF)
     };
-    if path.chars().any(forbidden) {
-        return false;
-    }
-    let mut chars = path.chars();
-    if let (Some(a), Some(':')) = (chars.next(), chars.next())
-        && a.is_ascii_alphabetic()
+    if path
+        .chars()
+        .any(|c| c == '\\' || c.is_control() || invisible(c))
     {
         return false;
     }
-    let mut depth: i64 = 0;
-    let mut components = 0;
-    let mut rest = path;
-    loop {
-        let (component, tail) = match rest.find('/') {
-            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
-            None => (rest, None),
-        };
-        match component {
-            // An empty component is a leading `/` (absolute), `//`, or a trailing `/`; `.` is a
-            // no-op a canonical path does not write; `..` climbs, which a canonical path never does.
-            "" | "." | ".." => return false,
-            _ => {
-                depth += 1;
-                components += 1;
+    let nfkc: String = path.nfkc().collect();
+    let readings = [
+        path.to_owned(),
+        look_alike_skeleton(path),
+        look_alike_skeleton(&nfkc),
+        nfkc,
+    ];
+    let written = path.split('/').count();
+    for reading in &readings {
+        let mut chars = reading.chars();
+        if let (Some(a), Some(':')) = (chars.next(), chars.next())
+            && a.is_ascii_alphabetic()
+        {
+            return false;
+        }
+        let mut depth: i64 = 0;
+        for component in reading.split(['/', '\\']) {
+            match component {
+                // An empty component is a leading `/` (absolute), `//`, or a trailing `/`; `.` is
+                // a no-op a canonical path does not write; `..` climbs, which a canonical path
+                // never does.
+                "" | "." | ".." => return false,
+                _ => depth += 1,
             }
         }
-        match tail {
-            Some(t) => rest = t,
-            None => break,
+        if depth != written as i64 {
+            return false;
         }
     }
-    depth > 0 && components > 0
+    // A one-dot look-alike written just before a separator reads as a name ending in `.`.
+    let chars: Vec<char> = path.chars().collect();
+    if chars.windows(2).any(|w| {
+        w[1] == '/' && w[0] != '.' && {
+            let one = w[0].to_string();
+            look_alike_skeleton(&one) == "." || one.nfkc().collect::<String>() == "."
+        }
+    }) {
+        return false;
+    }
+    !path.split('/').any(names_dot_git)
+}
+
+/// The look-alikes of `/`, `\` and `.` in UTS #39 confusables.txt (14.0.0) that are not letters or
+/// digits, replaced by what they look like.
+fn look_alike_skeleton(text: &str) -> String {
+    text.chars()
+        .map(|c| match c as u32 {
+            0x1735 | 0x2041 | 0x2044 | 0x2215 | 0x2571 | 0x27CB | 0x29F6 | 0x29F8 | 0x2F03
+            | 0x31D3 | 0x1D23A => "/".to_owned(),
+            0x2AFD => "//".to_owned(),
+            0x2216 | 0x27CD | 0x29F5 | 0x29F9 | 0x2F02 | 0x31D4 | 0xFE68 | 0xFF3C | 0x1D20F
+            | 0x1D23B => "\\".to_owned(),
+            0x244A | 0x2CF9 => "\\\\".to_owned(),
+            0x0701 | 0x0702 | 0x2024 | 0xA60E | 0x10A50 => ".".to_owned(),
+            0x2025 => "..".to_owned(),
+            0x2026 => "...".to_owned(),
+            _ => c.to_string(),
+        })
+        .collect()
+}
+
+/// Whether a component is `.git` to some filesystem git protects: HFS+ (which ignores some
+/// invisible code points and folds case) or NTFS (which trims trailing dots and spaces, knows the
+/// short name `git~1`, and reads `name:stream` as `name`).
+fn names_dot_git(component: &str) -> bool {
+    let hfs: String = component
+        .chars()
+        .filter(
+            |&c| !matches!(c as u32, 0x200C..=0x200F | 0x202A..=0x202E | 0x206A..=0x206F | 0xFEFF),
+        )
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let ntfs = component
+        .split(':')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches(['.', ' '])
+        .to_ascii_lowercase();
+    hfs == ".git" || ntfs == ".git" || ntfs == "git~1"
 }
 
 /// The guard's containment check agrees with the reference model on every input, and refuses

@@ -83,9 +83,14 @@ pub enum PathRejection {
     DotSegment,
     /// The path has a `..` segment.
     ParentSegment,
-    /// The path contains a character that renders like `/`, `\` or `.`, or an invisible or
-    /// bidirectional control character, which would make what an agent sees differ from what it is.
+    /// The path contains an invisible or bidirectional control character, or a look-alike of `/`,
+    /// `\` or `.` that changes its structure once normalised (NFKC) or read by eye (a segment that
+    /// reads as `..`, or that holds a separator): what an agent sees would differ from what it is.
     Lookalike,
+    /// A segment names git's own data: `.git` in any case, or a spelling a filesystem resolves to
+    /// it (`.GIT`, `.git.`, `git~1`, `.git::$INDEX_ALLOCATION`, `.g\u{200C}it`). Its files hold
+    /// the repository's configuration, whose remote URLs may carry credentials.
+    GitInternal,
     /// The path is not inside the requested scope.
     OutsideScope,
     /// The path passes through a symbolic link, which the search never follows.
@@ -107,7 +112,10 @@ impl PathRejection {
             PathRejection::DotSegment => "the path has a `.` segment",
             PathRejection::ParentSegment => "the path has a `..` segment",
             PathRejection::Lookalike => {
-                "the path contains a look-alike separator or dot, or an invisible character"
+                "the path contains a look-alike separator or dot segment, or an invisible character"
+            }
+            PathRejection::GitInternal => {
+                "the path names git's internal data (`.git` or an alias of it)"
             }
             PathRejection::OutsideScope => "the path is outside the requested scope",
             PathRejection::Symlink => "the path passes through a symbolic link",

@@ -8,7 +8,8 @@
 //! - backend hits may be shown, and in what form ([`validate_hits`], [`stamp`]);
 //! - an update or removal may reach the backend, and how it is routed ([`validate_update`],
 //!   [`validate_remove`]);
-//! - a path is contained in the repository and in a scope ([`check_path`], [`Scope`]).
+//! - a path is contained in the repository and in a scope, and names no git internals
+//!   ([`check_path`], [`Scope`], [`is_git_internal_segment`]).
 //!
 //! Being pure functions over `index-contract` types is what makes it fuzzable.
 //!
@@ -50,7 +51,7 @@ mod update;
 
 pub use freshness::{check_freshness, parse_status};
 pub use mode::check_mode;
-pub use path::{Scope, check_field_path, check_path, is_within};
+pub use path::{Scope, check_field_path, check_path, is_git_internal_segment, is_within};
 pub use snippet::{snippet_window, truncate_str};
 pub use trust::{TrustContext, TrustedHits, stamp, validate_hits};
 pub use update::{RoutedUpdate, check_id, update_bytes, validate_remove, validate_update};

@@ -322,6 +322,41 @@ fn hostile_hit_paths_are_untrusted() {
 }
 
 #[test]
+fn git_internal_hit_paths_are_untrusted() {
+    for p in [
+        ".git/config",
+        "a/.GIT/config",
+        ".Git/hooks/x",
+        "git~1/config",
+        ".git./config",
+    ] {
+        check(
+            hits(vec![hit("ok.rs", 0.5), hit(p, 0.5)]),
+            Expected::Code(ErrorCode::Untrusted),
+        );
+    }
+}
+
+#[test]
+fn cjk_and_ellipsis_hit_paths_are_served() {
+    check(
+        hits(vec![
+            hit("说明：安装.md", 0.9),
+            hit("第1章．概要.md", 0.8),
+            hit("Loading….md", 0.7),
+        ]),
+        Expected::Hits(
+            vec![
+                ("说明：安装.md", "text of 说明：安装.md", false),
+                ("第1章．概要.md", "text of 第1章．概要.md", false),
+                ("Loading….md", "text of Loading….md", false),
+            ],
+            false,
+        ),
+    );
+}
+
+#[test]
 fn hit_outside_scope_is_untrusted_component_wise() {
     let scoped = |p: &str| Input::Hits {
         hits: vec![hit(p, 0.1)],

@@ -11,6 +11,8 @@ mod bench;
 mod ci;
 mod corpus;
 mod fuzz;
+#[cfg(test)]
+mod tidy;
 
 const HELP: &str = "\
 cargo xtask <command>

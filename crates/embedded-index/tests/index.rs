@@ -1,14 +1,11 @@
 //! The embedded index: answers equal ripgrep's, updates, corruption, concurrency.
 
-#[path = "../../literal-search/tests/support/mod.rs"]
-#[allow(clippy::all)]
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use embedded_index::{EmbeddedIndex, EmbeddedIndexConfig};
 use index_contract::{IndexState, SearchMode, SearchRequest};
+use index_testkit::{rg, tree};
 
 fn query(
     index: &EmbeddedIndex,
@@ -34,7 +31,7 @@ fn query(
 /// ripgrep's first match per file.
 fn rg_first(root: &Path, q: &str, ci: bool, scope: Option<&str>) -> BTreeMap<String, (u64, u64)> {
     let mut m = BTreeMap::new();
-    for (p, l, c) in support::rg_hits(root, q, ci, scope) {
+    for (p, l, c) in rg::rg_hits(root, q, ci, scope) {
         m.entry(p).or_insert((l, c));
     }
     m
@@ -44,7 +41,7 @@ fn rg_first(root: &Path, q: &str, ci: bool, scope: Option<&str>) -> BTreeMap<Str
 fn hits_equal_ripgreps_first_match_per_file() {
     let mut compared = 0;
     for seed in [1, 2] {
-        let (tree, _outside) = support::generated_tree(seed);
+        let (tree, _outside) = tree::generated_tree(seed);
         let store = tempfile::tempdir().unwrap();
         // Tiny segments, so queries cross many of them.
         let config = EmbeddedIndexConfig {
@@ -73,12 +70,12 @@ fn hits_equal_ripgreps_first_match_per_file() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let mut rng = support::Rng::new(seed);
+        let mut rng = tree::Rng::new(seed);
         for _ in 0..20 {
             queries.push(format!(
                 "{} {}",
-                rng.pick(support::WORDS),
-                rng.pick(support::WORDS)
+                rng.pick(tree::WORDS),
+                rng.pick(tree::WORDS)
             ));
         }
         for q in &queries {
@@ -97,7 +94,7 @@ fn hits_equal_ripgreps_first_match_per_file() {
 
 #[test]
 fn incremental_updates_track_the_worktree() {
-    let (tree, _outside) = support::generated_tree(4);
+    let (tree, _outside) = tree::generated_tree(4);
     let root = tree.path();
     let store = tempfile::tempdir().unwrap();
     let config = EmbeddedIndexConfig {
@@ -155,7 +152,7 @@ fn incremental_updates_track_the_worktree() {
 
 #[test]
 fn a_corrupt_file_is_reported_failed_never_served() {
-    let (tree, _outside) = support::generated_tree(5);
+    let (tree, _outside) = tree::generated_tree(5);
     let store = tempfile::tempdir().unwrap();
     let index = EmbeddedIndex::open(tree.path(), store.path()).unwrap();
     index.build("r1").unwrap();

@@ -9,7 +9,8 @@
 //! - an update or removal may reach the backend, and how it is routed ([`validate_update`],
 //!   [`validate_remove`]);
 //! - a path is contained in the repository and in a scope, and names no git internals
-//!   ([`check_path`], [`Scope`], [`is_git_internal_segment`]).
+//!   ([`check_path`], [`Scope`], [`is_within`], [`is_git_internal_segment`]);
+//! - a query may be searched ([`check_query`], [`check_index_query`], [`check_tool_query`]).
 //!
 //! Being pure functions over `index-contract` types is what makes it fuzzable.
 //!
@@ -45,6 +46,7 @@
 mod freshness;
 mod mode;
 mod path;
+mod query;
 mod snippet;
 mod trust;
 mod update;
@@ -52,6 +54,10 @@ mod update;
 pub use freshness::{check_freshness, parse_status};
 pub use mode::check_mode;
 pub use path::{Scope, check_field_path, check_path, is_git_internal_segment, is_within};
+pub use query::{
+    MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_scope_chars,
+    check_tool_query,
+};
 pub use snippet::{snippet_window, truncate_str};
 pub use trust::{TrustContext, TrustedHits, stamp, validate_hits};
 pub use update::{RoutedUpdate, check_id, update_bytes, validate_remove, validate_update};

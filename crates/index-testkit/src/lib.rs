@@ -6,6 +6,10 @@
 //! Its `search` is a real substring scan over the files it holds, so a `ready` fixture returns
 //! honest hits.
 //!
+//! It also holds what several crates' tests share: [`tree`] generates git worktrees full of
+//! awkward cases, and [`rg`] runs the pinned ripgrep as the oracle for what a literal search
+//! finds.
+//!
 //! # Example
 //!
 //! ```
@@ -20,6 +24,8 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod rg;
+pub mod tree;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -41,8 +41,7 @@ use std::time::Instant;
 
 use index_contract::{
     BoxFuture, ErrorCode, Field, IndexError, PathRejection, RepositoryOperations, SearchMode,
-    SearchRequest, SearchResult, SearchStats,
-    limits::{MAX_QUERY_BYTES, SearchLimits},
+    SearchRequest, SearchResult, SearchStats, limits::SearchLimits,
 };
 use index_guard::Scope;
 
@@ -119,7 +118,7 @@ impl LiteralSearch {
         if request.mode != SearchMode::Literal {
             return Err(IndexError::ModeNotAllowed { mode: request.mode });
         }
-        check_query(&request.query)?;
+        index_guard::check_query(&request.query)?;
         let scope = Scope::parse(request.path.as_deref())?;
         self.check_scope_on_disk(&scope)?;
         let limits = &self.config.limits;
@@ -185,39 +184,6 @@ impl LiteralSearch {
             }),
         }
     }
-}
-
-/// Checks a literal query: non-empty, one line, bounded.
-pub fn check_query(query: &str) -> Result<(), IndexError> {
-    if query.is_empty() {
-        return Err(IndexError::InvalidArgument {
-            argument: "query",
-            problem: "must not be empty",
-            code: ErrorCode::Unsupported,
-        });
-    }
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(IndexError::InvalidArgument {
-            argument: "query",
-            problem: "is longer than 4096 bytes",
-            code: ErrorCode::Limit,
-        });
-    }
-    if query.contains(['\n', '\r']) {
-        return Err(IndexError::InvalidArgument {
-            argument: "query",
-            problem: "must be a single line: search is line by line",
-            code: ErrorCode::Unsupported,
-        });
-    }
-    if query.contains('\0') {
-        return Err(IndexError::InvalidArgument {
-            argument: "query",
-            problem: "must not contain a NUL byte: files with NUL bytes are binary and skipped",
-            code: ErrorCode::Unsupported,
-        });
-    }
-    Ok(())
 }
 
 /// Fires when dropped: a dropped search future abandons its search.

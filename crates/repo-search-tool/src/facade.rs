@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use index_contract::{
-    BackendCapabilities, BackendError, BoxFuture, ErrorCode, IndexError, IndexStatus,
-    RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
-    SearchResult, StopReason, UnixMillis, UpdateRequest,
-    limits::{MAX_QUERY_BYTES, SearchLimits, StalePolicy, UpdateLimits},
+    BackendCapabilities, BackendError, BoxFuture, IndexError, IndexStatus, RemoveRequest,
+    RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest, SearchResult,
+    StopReason, UnixMillis, UpdateRequest,
+    limits::{SearchLimits, StalePolicy, UpdateLimits},
 };
 use index_guard::{
-    Scope, TrustContext, check_freshness, check_mode, stamp, validate_hits, validate_remove,
-    validate_update,
+    Scope, TrustContext, check_freshness, check_index_query, check_mode, stamp, validate_hits,
+    validate_remove, validate_update,
 };
 
 /// How the facade is configured: which modes it allows, its freshness policy and its caps.
@@ -153,7 +153,7 @@ impl IndexedRepositoryOperations {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(IndexError::Disposed);
         }
-        check_index_query(&request)?;
+        check_index_query(&request.query, request.mode)?;
         let scope = Scope::parse(request.path.as_deref())?;
         let limits = self.config.limits;
         let max_results = limits.clamp_max_results(request.max_results);
@@ -209,32 +209,6 @@ impl IndexedRepositoryOperations {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Index queries: non-empty, bounded; `indexed_literal` is a fixed string matched line by line,
-/// so it must be one line. (The literal mode's own rules are the fallback's.)
-fn check_index_query(request: &SearchRequest) -> Result<(), IndexError> {
-    let q = &request.query;
-    let problem = if q.is_empty() {
-        Some(("must not be empty", ErrorCode::Unsupported))
-    } else if q.len() > MAX_QUERY_BYTES {
-        Some(("is longer than 4096 bytes", ErrorCode::Limit))
-    } else if request.mode == SearchMode::IndexedLiteral && q.contains(['\n', '\r', '\0']) {
-        Some((
-            "must be a single line without NUL bytes",
-            ErrorCode::Unsupported,
-        ))
-    } else {
-        None
-    };
-    match problem {
-        Some((problem, code)) => Err(IndexError::InvalidArgument {
-            argument: "query",
-            problem,
-            code,
-        }),
-        None => Ok(()),
-    }
 }
 
 /// Runs one backend call in a task of its own. A panic becomes [`IndexError::BackendPanicked`] and

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use index_contract::SearchMode;
+//! use index_contract::{ErrorCode, SearchMode};
 //! use index_testkit::FixtureBackend;
 //! use literal_search::LiteralSearch;
 //! use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
@@ -37,7 +37,7 @@
 //!
 //! // Asking for a mode the tool does not expose is a stable error, never a silent fallback.
 //! let err = tool.call(&serde_json::json!({"query": "parse", "mode": "semantic"})).await.unwrap_err();
-//! assert_eq!(err.code.as_str(), "ERR_PRISM_INDEX_UNSUPPORTED");
+//! assert_eq!(err.code, ErrorCode::Unsupported);
 //! # });
 //! ```
 #![deny(missing_docs)]

@@ -6,17 +6,17 @@ use index_contract::{
     ErrorCode, IndexError, RepositoryOperations, SearchMode, SearchRequest, SearchResult,
     WireError, limits::SearchLimits,
 };
-use index_guard::Scope;
+use index_guard::{Scope, check_scope_chars, check_tool_query};
 use serde_json::{Map, Value, json};
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "repo_search";
 
 /// The most characters a query may have. Counted in characters, as JSON Schema's `maxLength`
-/// counts them; 1024 characters are at most 4096 bytes, the contract's byte cap.
-pub const MAX_QUERY_CHARS: usize = 1024;
-/// The most characters a scope may have (at most 4096 bytes, the contract's path cap).
-pub const MAX_PATH_CHARS: usize = 1024;
+/// counts them; derived from the contract's byte cap so that it stays within it.
+pub const MAX_QUERY_CHARS: usize = index_guard::MAX_QUERY_CHARS;
+/// The most characters a scope may have, derived from the contract's path cap likewise.
+pub const MAX_PATH_CHARS: usize = index_guard::MAX_PATH_CHARS;
 
 /// Characters a path segment may not contain, as a regex character-class body: `/`, `\`,
 /// C0 and C1 controls, DEL, and the look-alikes and invisibles the guard refuses.
@@ -42,7 +42,7 @@ const SEGMENT_FORBIDDEN: &str = "/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2024-\\u2
 /// assert_eq!(out["hits"][0]["path"], "a.rs");
 ///
 /// let err = tool.call(&serde_json::json!({ "query": "main", "mode": "semantic" })).await.unwrap_err();
-/// assert_eq!(err.code.as_str(), "ERR_PRISM_INDEX_UNSUPPORTED");
+/// assert_eq!(err.code, index_contract::ErrorCode::Unsupported);
 /// # });
 /// ```
 #[derive(Clone)]
@@ -215,19 +215,7 @@ impl RepoSearchTool {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("query", "must be a string")),
         };
-        if query.is_empty() {
-            return Err(invalid("query", "must not be empty"));
-        }
-        if query.chars().count() > MAX_QUERY_CHARS {
-            return Err(IndexError::InvalidArgument {
-                argument: "query",
-                problem: "is longer than 1024 characters",
-                code: ErrorCode::Limit,
-            });
-        }
-        if query.contains(['\n', '\r', '\0']) {
-            return Err(invalid("query", "must be one line without NUL bytes"));
-        }
+        check_tool_query(query)?;
         let mode = match obj.get("mode") {
             None => self.default_mode(),
             Some(Value::String(s)) => match SearchMode::parse(s) {
@@ -240,13 +228,7 @@ impl RepoSearchTool {
         let path = match obj.get("path") {
             None => None,
             Some(Value::String(p)) => {
-                if p.chars().count() > MAX_PATH_CHARS {
-                    return Err(IndexError::InvalidArgument {
-                        argument: "path",
-                        problem: "is longer than 1024 characters",
-                        code: ErrorCode::Limit,
-                    });
-                }
+                check_scope_chars(p)?;
                 // The guard's containment rules: an escaping scope is refused, never searched.
                 Scope::parse(Some(p))?;
                 Some(p.clone())

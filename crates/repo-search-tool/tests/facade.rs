@@ -543,12 +543,10 @@ fn update_is_validated_before_any_backend_call_and_routed() {
 
 #[test]
 fn literal_through_the_facade_is_byte_identical_to_the_bare_fallback() {
-    #[path = "../../literal-search/tests/support/mod.rs"]
-    mod support;
     let rt = rt();
     let mut compared = 0;
     for seed in [1, 2] {
-        let (tree, _outside) = support::generated_tree(seed);
+        let (tree, _outside) = index_testkit::tree::generated_tree(seed);
         let bare = Arc::new(LiteralSearch::new(tree.path()).unwrap());
         let facade = Arc::new(
             IndexedRepositoryOperations::new(

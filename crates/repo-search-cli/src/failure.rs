@@ -1,4 +1,4 @@
-//! Every way a command can fail, with its `ERR_PRISM_INDEX_*` code, a fixed message and a hint.
+//! Every way a command can fail, with its `ErrorCode`, a fixed message and a hint.
 //!
 //! Messages are fixed per case: they never carry git's or the operating system's text, which
 //! could hold paths or anything else a worktree contains. The tool's own errors keep the tool's

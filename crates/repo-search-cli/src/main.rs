@@ -6,7 +6,7 @@
 //! the same `repo_search` tool to an agent over stdio.
 //!
 //! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
-//! `ERR_PRISM_INDEX_*` code, a fixed message and what to do on stderr, and under `--json` the
+//! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the
 //! `{"code", "message"}` object on stdout.
 #![deny(missing_docs)]
 
@@ -39,7 +39,7 @@ struct Cli {
 
 /// Modes are spelled as the tool's schema spells them; the kebab-case form is accepted too.
 /// `semantic` is accepted so that the tool, not the command line, refuses it when no backend
-/// serves it: the answer is then the contract's `ERR_PRISM_INDEX_UNSUPPORTED`.
+/// serves it: the answer is then the contract's `ErrorCode::Unsupported`.
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
     Literal,

@@ -66,8 +66,8 @@ impl Failure {
     /// The failure's fixed message.
     pub(crate) fn message(&self) -> String {
         let fixed = match self {
-            Failure::RootUnreadable => "--root does not exist or cannot be read",
-            Failure::NotAWorktree => "--root is not inside a git worktree",
+            Failure::RootUnreadable => "--root does not exist or is not a readable directory",
+            Failure::NotAWorktree => "not a git worktree: --root is not inside one",
             Failure::IndexDirInsideWorktree => {
                 "--index-dir is inside the worktree, where the index would be searched itself"
             }

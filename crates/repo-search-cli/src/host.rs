@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use embedded_index::{EmbeddedIndex, EmbeddedIndexError, RefreshKind};
-use index_contract::{ErrorCode, SearchMode, limits::DEFAULT_DEADLINE_MS};
+use index_contract::{SearchMode, limits::DEFAULT_DEADLINE_MS};
 use literal_search::LiteralSearch;
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
 use serde::Serialize;
 
 use crate::git::{self, GitError};
 
-/// Why the host could not serve. Messages are fixed per case: no git, OS or backend text.
+/// Why the host could not serve. Each maps to one fixed `Failure` (code, message, hint): no git,
+/// OS or backend text reaches a caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HostError {
     /// `--root` does not exist or is not a directory.
@@ -34,53 +35,6 @@ pub(crate) enum HostError {
     /// Another writer held the index past this call's deadline.
     Busy,
 }
-
-impl HostError {
-    pub(crate) fn code(self) -> ErrorCode {
-        match self {
-            HostError::MissingRoot
-            | HostError::NotAWorktree
-            | HostError::IndexDirInsideWorktree => ErrorCode::Unsupported,
-            HostError::IndexDirUnusable | HostError::IndexFailed => ErrorCode::Failed,
-            HostError::Busy => ErrorCode::Timeout,
-        }
-    }
-
-    pub(crate) fn message(self) -> &'static str {
-        match self {
-            HostError::MissingRoot => "--root does not exist or is not a directory",
-            HostError::NotAWorktree => "--root is not inside a git worktree",
-            HostError::IndexDirInsideWorktree => "--index-dir is inside the searched worktree",
-            HostError::IndexDirUnusable => "no writable index directory could be found",
-            HostError::IndexFailed => "the index could not be refreshed",
-            HostError::Busy => "another process held the index past the deadline",
-        }
-    }
-
-    pub(crate) fn hint(self) -> &'static str {
-        match self {
-            HostError::MissingRoot | HostError::NotAWorktree => {
-                "run inside a git worktree, or pass --root DIR for one"
-            }
-            HostError::IndexDirInsideWorktree => {
-                "put --index-dir outside the worktree, or leave it out"
-            }
-            HostError::IndexDirUnusable => {
-                "pass --index-dir DIR for a writable directory, or use --mode literal"
-            }
-            HostError::IndexFailed => "run `repo-search index` to rebuild it",
-            HostError::Busy => "try again; another repo-search is rebuilding this index",
-        }
-    }
-}
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code().as_str(), self.message())
-    }
-}
-
-impl std::error::Error for HostError {}
 
 impl From<EmbeddedIndexError> for HostError {
     fn from(e: EmbeddedIndexError) -> Self {

@@ -5,19 +5,23 @@
 //! `indexed_literal` mode; `--mode literal` scans the worktree instead. `repo-search mcp` serves
 //! the same `repo_search` tool to an agent over stdio.
 //!
-//! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error (which prints its
-//! `ERR_PRISM_INDEX_*` code and what to do).
+//! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
+//! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the
+//! `{"code", "message"}` object on stdout.
 #![deny(missing_docs)]
 
+mod failure;
 mod git;
 mod host;
 mod mcp;
+mod stdio;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use failure::Failure;
 use index_contract::SearchMode;
 use repo_search_tool::RepoSearchTool;
 use serde_json::{Value, json};
@@ -34,11 +38,24 @@ struct Cli {
 }
 
 /// Modes are spelled as the tool's schema spells them; the kebab-case form is accepted too.
+/// `semantic` is accepted so that the tool, not the command line, refuses it when no backend
+/// serves it: the answer is then the contract's `ErrorCode::Unsupported`.
 #[derive(Clone, Copy, ValueEnum)]
 enum Mode {
     Literal,
     #[value(name = "indexed_literal", alias = "indexed-literal")]
     IndexedLiteral,
+    Semantic,
+}
+
+impl Mode {
+    fn search_mode(self) -> SearchMode {
+        match self {
+            Mode::Literal => SearchMode::Literal,
+            Mode::IndexedLiteral => SearchMode::IndexedLiteral,
+            Mode::Semantic => SearchMode::Semantic,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -60,7 +77,8 @@ enum Command {
         #[command(flatten)]
         location: Location,
         /// `indexed_literal` (default): ranked, one hit per file, from the always-fresh index.
-        /// `literal`: every matching line, scanned now.
+        /// `literal`: every matching line, scanned now. `semantic` needs a semantic backend,
+        /// which this build does not have.
         #[arg(long, value_enum, default_value = "indexed_literal")]
         mode: Mode,
         /// Search only this repo-relative directory or file.
@@ -72,7 +90,7 @@ enum Command {
         /// Match regardless of case.
         #[arg(short = 'i', long)]
         case_insensitive: bool,
-        /// Print the tool's result object as JSON.
+        /// Print the tool's result object as JSON (and an error as `{"code", "message"}`).
         #[arg(long)]
         json: bool,
     },
@@ -85,7 +103,7 @@ enum Command {
     Status {
         #[command(flatten)]
         location: Location,
-        /// As JSON.
+        /// As JSON (and an error as `{"code", "message"}`).
         #[arg(long)]
         json: bool,
     },
@@ -102,113 +120,113 @@ enum Command {
     },
 }
 
-/// Opens the host for a command, or prints why not and gives the exit code.
-fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, ExitCode> {
-    host::Host::open(&location.root, location.index_dir.as_deref(), modes)
-        .map_err(|e| host_fail(e, false))
-}
-
-/// Prints a host error (as `{code, message}` on stdout under `--json`) and gives exit code 2.
-fn host_fail(e: host::HostError, json: bool) -> ExitCode {
-    if json {
-        println!(
-            "{}",
-            json!({"code": e.code().as_str(), "message": e.message()})
-        );
-    }
-    eprintln!("repo-search: {e}\nhint: {}", e.hint());
-    ExitCode::from(2)
-}
-
-fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::Literal => "literal",
-        Mode::IndexedLiteral => "indexed_literal",
-    }
-}
-
-fn fail(message: &str) -> ExitCode {
-    eprintln!("repo-search: {message}");
-    ExitCode::from(2)
-}
-
-fn hint(code: &str) -> &'static str {
-    match code {
-        "ERR_PRISM_INDEX_STALE" => "the index is not fresh: run `repo-search index` to rebuild it",
-        "ERR_PRISM_INDEX_FAILED" => {
-            "the index is damaged or could not be read: run `repo-search index` to rebuild it"
+impl Command {
+    fn json(&self) -> bool {
+        match self {
+            Command::Search { json, .. } | Command::Status { json, .. } => *json,
+            _ => false,
         }
-        "ERR_PRISM_INDEX_UNTRUSTED" => {
-            "check --path: it must be repo-relative, with `/` separators and no `..`"
-        }
-        "ERR_PRISM_INDEX_LIMIT" => "lower --max-results or shorten the query",
-        "ERR_PRISM_INDEX_TIMEOUT" => "narrow the query or the --path scope",
-        _ => "use --mode literal or --mode indexed_literal, and a non-empty one-line query",
     }
+}
+
+/// Opens the host for a command.
+fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, Failure> {
+    Ok(host::Host::open(
+        &location.root,
+        location.index_dir.as_deref(),
+        modes,
+    )?)
+}
+
+/// Answers one call of the tool on the host, for the CLI and MCP alike: validate the arguments,
+/// then, for an index query, hold its scope to the literal scan's on-disk rules and refresh the
+/// index, then search. A refused call costs no refresh.
+pub(crate) async fn answer(host: &host::Host, arguments: &Value) -> Result<Value, Failure> {
+    let request = host
+        .tool
+        .parse_arguments(arguments)
+        .map_err(|e| Failure::Tool(e.to_wire()))?;
+    if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
+        failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
+        host.refresh().await?;
+    }
+    let result = host
+        .tool
+        .call_request(request)
+        .await
+        .map_err(|e| Failure::Tool(e.to_wire()))?;
+    serde_json::to_value(&result)
+        .map_err(|_| Failure::Tool(index_contract::IndexError::BackendFailed.to_wire()))
+}
+
+/// Whether the command line asked for JSON: `--json` before any `--`.
+fn json_asked(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A command line clap refused: under `--json`, the `{code, message}` object on stdout and
+/// clap's words on stderr, exit 2; otherwise clap's own report. Help and version are not errors.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if shown || !json_asked(std::env::args_os()) {
+        e.exit();
+    }
+    println!("{}", Failure::Usage.to_json());
+    let _ = e.print();
+    ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let json = cli.command.json();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(&format!("could not start the runtime: {e}")),
+        Err(_) => return Failure::Runtime.report(json),
     };
-    rt.block_on(run(cli))
+    match rt.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(failure) => failure.report(json),
+    }
 }
 
-async fn run(cli: Cli) -> ExitCode {
-    match cli.command {
+async fn run(command: Command) -> Result<ExitCode, Failure> {
+    match command {
         Command::Schema { modes } => {
-            let modes: Vec<SearchMode> = modes
-                .into_iter()
-                .filter_map(|m| SearchMode::parse(mode_name(m)))
-                .collect();
-            let dir = std::env::temp_dir();
-            let ops = match literal_search::LiteralSearch::new(&dir) {
-                Ok(l) => l,
-                Err(e) => return fail(&e.to_string()),
-            };
+            let modes: Vec<SearchMode> = modes.into_iter().map(Mode::search_mode).collect();
             // The schema depends only on the modes and caps, not on a worktree; the facade over a
             // never-queried backend supplies both.
-            let schema = schema_for(ops, &modes);
-            match schema {
-                Ok(s) => {
-                    println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&e),
-            }
+            let schema = schema_for(&modes)?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Index { location } => {
-            let host = match open_host(&location, host::HostModes::Indexed) {
-                Ok(h) => h,
-                Err(code) => return code,
-            };
-            match host.rebuild() {
-                Ok(r) => {
-                    eprintln!("indexed {} files at {}", r.upserts, r.revision);
-                    ExitCode::SUCCESS
-                }
-                Err(e) => host_fail(e, false),
-            }
+            let host = open_host(&location, host::HostModes::Indexed)?;
+            let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
+            eprintln!("indexed {} files at {}", r.upserts, r.revision);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Status { location, json } => {
-            let host = match host::Host::open(
-                &location.root,
-                location.index_dir.as_deref(),
-                host::HostModes::Indexed,
-            ) {
-                Ok(h) => h,
-                Err(e) => return host_fail(e, json),
-            };
-            let Some(index) = host.index.as_ref() else {
-                return host_fail(host::HostError::IndexDirUnusable, json);
-            };
-            let status = index.current_status();
+            let host = open_host(&location, host::HostModes::Indexed)?;
+            let index = host.index.as_ref().ok_or(Failure::IndexUnopenable)?;
             let index_dir = host.index_dir.clone().unwrap_or_default();
+            let status = index.current_status();
             let body = json!({
                 "root": host.root,
                 "index_dir": index_dir,
@@ -232,17 +250,12 @@ async fn run(cli: Cli) -> ExitCode {
                 println!("files:     {}", body["files"]);
                 println!("index dir: {}", index_dir.display());
             }
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = match open_host(&location, host::HostModes::Indexed) {
-                Ok(h) => h,
-                Err(code) => return code,
-            };
-            match mcp::serve(host).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(&e),
-            }
+            let host = open_host(&location, host::HostModes::Indexed)?;
+            mcp::serve(host).await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Search {
             query,
@@ -253,57 +266,39 @@ async fn run(cli: Cli) -> ExitCode {
             case_insensitive,
             json,
         } => {
-            // Literal mode never touches the index directory.
-            let modes = match mode {
-                Mode::Literal => host::HostModes::LiteralOnly,
-                Mode::IndexedLiteral => host::HostModes::Indexed,
+            // Only an index query opens the index directory: literal mode never touches it.
+            let modes = if mode.search_mode() == SearchMode::IndexedLiteral {
+                host::HostModes::Indexed
+            } else {
+                host::HostModes::LiteralOnly
             };
-            let host = match host::Host::open(&location.root, location.index_dir.as_deref(), modes)
-            {
-                Ok(h) => h,
-                Err(e) => return host_fail(e, json),
-            };
-            if matches!(mode, Mode::IndexedLiteral)
-                && let Err(e) = host.refresh().await
-            {
-                return host_fail(e, json);
-            }
-            let mut args = json!({ "query": query, "mode": mode_name(mode), "case_insensitive": case_insensitive });
+            let host = open_host(&location, modes)?;
+            let mut args = json!({
+                "query": query,
+                "mode": mode.search_mode().as_str(),
+                "case_insensitive": case_insensitive,
+            });
             if let Some(p) = path {
                 args["path"] = json!(p);
             }
             if let Some(n) = max_results {
                 args["max_results"] = json!(n);
             }
-            match host.tool.call(&args).await {
-                Ok(result) => print_result(&result, json, &query),
-                Err(e) => {
-                    if json {
-                        println!("{}", json!({"code": e.code.as_str(), "message": e.message}));
-                    }
-                    eprintln!(
-                        "repo-search: {}: {}\nhint: {}",
-                        e.code.as_str(),
-                        e.message,
-                        hint(e.code.as_str())
-                    );
-                    ExitCode::from(2)
-                }
-            }
+            let result = answer(&host, &args).await?;
+            Ok(print_result(&result, json, &query))
         }
     }
 }
 
-fn schema_for(
-    fallback: literal_search::LiteralSearch,
-    modes: &[SearchMode],
-) -> Result<Value, String> {
+fn schema_for(modes: &[SearchMode]) -> Result<Value, Failure> {
     use std::sync::Arc;
     let dir = std::env::temp_dir();
+    let fallback =
+        literal_search::LiteralSearch::new(&dir).map_err(|_| Failure::SchemaUnavailable)?;
     let tool = if modes.iter().any(|m| m.is_indexed()) {
         let index = Arc::new(
             embedded_index::EmbeddedIndex::open(&dir, dir.join("repo-search-schema-probe"))
-                .map_err(|e| e.to_string())?,
+                .map_err(|_| Failure::SchemaUnavailable)?,
         );
         let config = repo_search_tool::IndexedOperationsConfig {
             allowed_modes: modes.to_vec(),
@@ -315,10 +310,10 @@ fn schema_for(
             Arc::new(fallback),
             config,
         )
-        .map_err(|e| e.to_string())?;
-        RepoSearchTool::new(Arc::new(ops), modes).map_err(|e| e.to_string())?
+        .map_err(Failure::Setup)?;
+        RepoSearchTool::new(Arc::new(ops), modes).map_err(Failure::Setup)?
     } else {
-        RepoSearchTool::new(Arc::new(fallback), modes).map_err(|e| e.to_string())?
+        RepoSearchTool::new(Arc::new(fallback), modes).map_err(Failure::Setup)?
     };
     Ok(tool.schema())
 }

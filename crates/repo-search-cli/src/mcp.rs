@@ -8,8 +8,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::failure::Failure;
 use crate::host::Host;
 
 struct Server {
@@ -29,26 +30,12 @@ impl Server {
         )
     }
 
+    /// Runs a call. Index queries refresh the index first, as the CLI does; a refresh that fails
+    /// answers with the failure's own code and a fixed message.
     async fn call(&self, arguments: Value) -> CallToolResult {
-        // Index queries refresh the index first, as the CLI does; literal ones need no index.
-        let indexed = arguments
-            .get("mode")
-            .and_then(Value::as_str)
-            .is_some_and(|m| m != "literal");
-        if indexed {
-            let host = self.host.clone();
-            if let Err(e) = host.refresh().await {
-                return CallToolResult::structured_error(json!({
-                    "code": e.code().as_str(),
-                    "message": e.message(),
-                }));
-            }
-        }
-        match self.host.tool.call(&arguments).await {
+        match crate::answer(&self.host, &arguments).await {
             Ok(v) => CallToolResult::structured(v),
-            Err(e) => CallToolResult::structured_error(
-                json!({ "code": e.code.as_str(), "message": e.message }),
-            ),
+            Err(failure) => CallToolResult::structured_error(failure.to_json()),
         }
     }
 }
@@ -90,15 +77,17 @@ impl ServerHandler for Server {
     }
 }
 
-/// Serves until the client closes stdin.
-pub(crate) async fn serve(host: Host) -> Result<(), String> {
+/// Serves until the client closes stdin. Lines go through [`crate::stdio`], which answers the
+/// ones `rmcp` would drop.
+pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
     let server = Server {
         host: Arc::new(host),
     };
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| format!("MCP initialization failed: {e}"))?;
-    running.waiting().await.map_err(|e| e.to_string())?;
-    Ok(())
+    let (transport, stdio) = crate::stdio::start();
+    let served = match server.serve(transport).await {
+        Ok(running) => running.waiting().await.map(drop).map_err(|_| Failure::Mcp),
+        Err(_) => Err(Failure::Mcp),
+    };
+    stdio.finish();
+    served
 }

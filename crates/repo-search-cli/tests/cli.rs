@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use index_contract::ErrorCode;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
@@ -216,12 +217,12 @@ fn exit_codes_and_errors() {
     assert_eq!(bad.status.code(), Some(2));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
-        err.contains("ERR_PRISM_INDEX_UNTRUSTED") && err.contains("hint:"),
+        err.contains(ErrorCode::Untrusted.as_str()) && err.contains("hint:"),
         "{err}"
     );
     let json = run(root, &["search", "hello", "--path", "../x", "--json"]);
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
-    assert_eq!(v["code"], "ERR_PRISM_INDEX_UNTRUSTED");
+    assert_eq!(v["code"], ErrorCode::Untrusted.as_str());
     // The index never lives inside the searchable tree.
     let inside = run(root, &["search", "hello", "--index-dir", "idx"]);
     assert_eq!(inside.status.code(), Some(2));
@@ -229,7 +230,7 @@ fn exit_codes_and_errors() {
     let outside = tempfile::tempdir().unwrap();
     let out = run(outside.path(), &["search", "x"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git worktree"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a git worktree"));
 }
 
 #[test]
@@ -279,5 +280,221 @@ fn schema_command_prints_the_tool_schema() {
     assert_eq!(
         v["properties"]["mode"]["enum"],
         serde_json::json!(["literal", "indexed_literal"])
+    );
+}
+
+/// Runs a command that must fail under `--json`: exit 2, and on stdout exactly one
+/// `{"code", "message"}` object whose code is `expected` and whose message names no path of this
+/// machine. Returns the message.
+fn check_error(dir: &Path, args: &[&str], expected: ErrorCode) -> String {
+    let out = run(dir, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: stdout is not one JSON object ({e}): {stderr}"));
+    let object = v.as_object().unwrap();
+    assert_eq!(object.len(), 2, "{args:?}: {v}");
+    assert_eq!(v["code"], expected.as_str(), "{args:?}: {v}");
+    let message = v["message"].as_str().unwrap().to_owned();
+    let tmp = std::env::temp_dir();
+    assert!(
+        !message.contains(tmp.to_str().unwrap()) && !message.contains("fatal"),
+        "{args:?}: {message}"
+    );
+    message
+}
+
+#[test]
+fn every_error_under_json_is_a_code_and_a_message_on_stdout() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let file = file.to_str().unwrap();
+    let cases: [(&Path, Vec<&str>, ErrorCode); 12] = [
+        (
+            outside.path(),
+            vec!["search", "x", "--json"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            outside.path(),
+            vec!["status", "--json"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--root", "missing"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--root", "a.txt"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--index-dir", "idx"],
+            ErrorCode::Untrusted,
+        ),
+        (
+            root,
+            vec!["status", "--json", "--index-dir", "idx"],
+            ErrorCode::Untrusted,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--index-dir", file],
+            ErrorCode::Failed,
+        ),
+        // clap's usage errors: a missing query, an unknown flag, an unknown mode.
+        (root, vec!["search", "--json"], ErrorCode::Unsupported),
+        (
+            root,
+            vec!["search", "x", "--json", "--bogus"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--mode", "fuzzy"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--max-results", "-1"],
+            ErrorCode::Unsupported,
+        ),
+        (
+            root,
+            vec!["search", "x", "--json", "--max-results", "100000"],
+            ErrorCode::Limit,
+        ),
+    ];
+    for (dir, args, code) in cases {
+        check_error(dir, &args, code);
+    }
+    assert_eq!(
+        check_error(
+            outside.path(),
+            &["search", "x", "--json"],
+            ErrorCode::Unsupported
+        ),
+        "not a git worktree: --root is not inside one"
+    );
+    // Without --json nothing goes to stdout, and stderr names the code.
+    let out = run(outside.path(), &["search", "x"]);
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(ErrorCode::Unsupported.as_str()) && err.contains("not a git worktree"));
+}
+
+#[test]
+fn an_unusable_index_dir_under_json_carries_its_code_and_no_os_text() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    // Git is not the judge of freshness: a damaged git index does not stop a refresh.
+    std::fs::write(root.join(".git/index"), b"DIRC garbage").unwrap();
+    assert_eq!(
+        search(root, "hello", "indexed_literal", &[])["hits"][0]["path"],
+        "a.txt"
+    );
+    // No usable index directory anywhere: the git directory's is a file, and the cache
+    // directory lies below a file.
+    std::fs::remove_dir_all(root.join(".git/repo-search")).unwrap();
+    std::fs::write(root.join(".git/repo-search"), b"not a directory").unwrap();
+    let blocker = root.join(".git/cache-blocker");
+    std::fs::write(&blocker, b"").unwrap();
+    let out = Command::new(BIN)
+        .current_dir(root)
+        .env("XDG_CACHE_HOME", blocker.join("cache"))
+        .args(["search", "hello", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["code"], ErrorCode::Failed.as_str());
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        !message.contains("cache-blocker") && !message.contains("os error"),
+        "{message}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--mode literal"), "{err}");
+    // The literal mode needs no index.
+    assert_eq!(
+        search(root, "hello", "literal", &[])["hits"][0]["path"],
+        "a.txt"
+    );
+}
+
+#[test]
+fn semantic_mode_without_a_backend_is_unsupported_not_a_usage_error() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    let message = check_error(
+        root,
+        &["search", "hello", "--json", "--mode", "semantic"],
+        ErrorCode::Unsupported,
+    );
+    assert!(message.contains("semantic"), "{message}");
+    let out = run(root, &["search", "hello", "--mode", "semantic"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(ErrorCode::Unsupported.as_str()), "{err}");
+    // The schema never advertises it either.
+    let out = run(root, &["schema", "--modes", "semantic"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(ErrorCode::Unsupported.as_str()));
+}
+
+#[test]
+fn a_missing_or_symlinked_path_gets_the_same_answer_in_both_modes() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "real/a.txt", "hello\n");
+    std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+    std::os::unix::fs::symlink("a.txt", root.join("real/alias.txt")).unwrap();
+    for (path, code) in [
+        ("missing", ErrorCode::Unsupported),
+        ("real/missing.txt", ErrorCode::Unsupported),
+        ("link", ErrorCode::Untrusted),
+        ("link/a.txt", ErrorCode::Untrusted),
+        ("real/alias.txt", ErrorCode::Untrusted),
+    ] {
+        let literal = check_error(
+            root,
+            &[
+                "search", "hello", "--json", "--mode", "literal", "--path", path,
+            ],
+            code,
+        );
+        let indexed = check_error(
+            root,
+            &[
+                "search",
+                "hello",
+                "--json",
+                "--mode",
+                "indexed_literal",
+                "--path",
+                path,
+            ],
+            code,
+        );
+        assert_eq!(literal, indexed, "{path}");
+    }
+    // The real directory answers in both.
+    assert_eq!(
+        first_per_file(&search(
+            root,
+            "hello",
+            "indexed_literal",
+            &["--path", "real"]
+        )),
+        first_per_file(&search(root, "hello", "literal", &["--path", "real"]))
     );
 }

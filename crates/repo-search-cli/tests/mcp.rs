@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use index_contract::ErrorCode;
 use serde_json::Value;
 
 #[test]
@@ -87,6 +88,12 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
     assert_eq!(v["error"]["isError"], true);
     assert_eq!(
         v["error"]["structured"]["code"],
-        "ERR_PRISM_INDEX_UNTRUSTED"
+        ErrorCode::Untrusted.as_str()
+    );
+    // The SDK sees a mode no backend serves refused as a tool error, not a protocol error.
+    assert_eq!(v["semantic"]["isError"], true);
+    assert_eq!(
+        v["semantic"]["structured"]["code"],
+        ErrorCode::Unsupported.as_str()
     );
 }

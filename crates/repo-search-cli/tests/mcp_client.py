@@ -35,6 +35,8 @@ async def main() -> None:
                 }
             bad = await session.call_tool("repo_search", {"query": "needle_for_mcp", "path": "../escape"})
             out["error"] = {"isError": bad.is_error, "structured": bad.structured_content}
+            semantic = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": "semantic"})
+            out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content}
             print(json.dumps(out))
 
 

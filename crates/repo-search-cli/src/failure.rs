@@ -1,0 +1,234 @@
+//! Every way a command can fail, with its `ErrorCode`, a fixed message and a hint.
+//!
+//! Messages are fixed per case: they never carry git's or the operating system's text, which
+//! could hold paths or anything else a worktree contains. The tool's own errors keep the tool's
+//! message, which the contract already fixes per case.
+
+use std::path::Path;
+
+use index_contract::{ErrorCode, IndexError, WireError};
+use serde_json::{Value, json};
+
+/// Why a command failed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Failure {
+    /// `--root` does not exist or cannot be read.
+    RootUnreadable,
+    /// `--root` is not inside a git worktree.
+    NotAWorktree,
+    /// `--index-dir` is inside the worktree and outside its git directory, where the index would
+    /// be searchable itself.
+    IndexDirInsideWorktree,
+    /// `--index-dir` cannot be created, or is not a directory.
+    IndexDirUnusable,
+    /// The index could not be opened.
+    IndexUnopenable,
+    /// Bringing the index up to date failed; the code is the failure's own.
+    RefreshFailed(ErrorCode),
+    /// Building the index from scratch failed.
+    RebuildFailed,
+    /// The tool refused the query or could not answer it.
+    Tool(WireError),
+    /// The tool could not be set up (for `schema`, a mode no backend serves).
+    Setup(IndexError),
+    /// The command line could not be parsed.
+    Usage,
+    /// The async runtime could not start.
+    Runtime,
+    /// The probe the schema is read from could not be set up.
+    SchemaUnavailable,
+    /// The MCP session could not start, or ended on an error.
+    Mcp,
+}
+
+impl Failure {
+    /// The failure's code.
+    pub(crate) fn code(&self) -> ErrorCode {
+        match self {
+            Failure::RootUnreadable | Failure::NotAWorktree | Failure::Usage => {
+                ErrorCode::Unsupported
+            }
+            Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
+            Failure::IndexDirUnusable
+            | Failure::IndexUnopenable
+            | Failure::RebuildFailed
+            | Failure::Runtime
+            | Failure::SchemaUnavailable
+            | Failure::Mcp => ErrorCode::Failed,
+            Failure::RefreshFailed(code) => *code,
+            Failure::Tool(e) => e.code,
+            Failure::Setup(e) => e.code(),
+        }
+    }
+
+    /// The failure's fixed message.
+    pub(crate) fn message(&self) -> String {
+        let fixed = match self {
+            Failure::RootUnreadable => "--root does not exist or is not a readable directory",
+            Failure::NotAWorktree => "not a git worktree: --root is not inside one",
+            Failure::IndexDirInsideWorktree => {
+                "--index-dir is inside the worktree, where the index would be searched itself"
+            }
+            Failure::IndexDirUnusable => {
+                "no writable index directory: not --index-dir, the git directory or the cache directory"
+            }
+            Failure::IndexUnopenable => "the index could not be opened",
+            Failure::RefreshFailed(code) => refresh_message(*code),
+            Failure::RebuildFailed => "the index could not be built",
+            Failure::Tool(e) => return e.message.clone(),
+            Failure::Setup(e) => return e.to_string(),
+            Failure::Usage => "the command line is not valid; see `repo-search search --help`",
+            Failure::Runtime => "the async runtime could not start",
+            Failure::SchemaUnavailable => "the schema could not be worked out",
+            Failure::Mcp => "the MCP session failed",
+        };
+        fixed.to_owned()
+    }
+
+    /// What to do about it.
+    pub(crate) fn hint(&self) -> &'static str {
+        match self {
+            Failure::RootUnreadable | Failure::NotAWorktree => {
+                "run inside a git worktree, or pass --root with a directory inside one"
+            }
+            Failure::IndexDirInsideWorktree => {
+                "put --index-dir outside the worktree, or leave it out to use the git directory"
+            }
+            Failure::IndexDirUnusable => {
+                "pass --index-dir a writable directory outside the worktree, or use --mode literal"
+            }
+            Failure::Usage => "see `repo-search --help`",
+            Failure::Tool(_) | Failure::Setup(_) | Failure::RefreshFailed(_) => hint(self.code()),
+            Failure::IndexUnopenable | Failure::RebuildFailed => {
+                "check that the index directory is writable, then run `repo-search index`"
+            }
+            Failure::Runtime | Failure::SchemaUnavailable | Failure::Mcp => {
+                "retry; if it persists, report it"
+            }
+        }
+    }
+
+    /// The `{code, message}` object printed under `--json` and returned by MCP.
+    pub(crate) fn to_json(&self) -> Value {
+        json!({ "code": self.code().as_str(), "message": self.message() })
+    }
+
+    /// Prints the failure (as JSON on stdout when asked, always in words on stderr) and gives the
+    /// exit code, 2.
+    pub(crate) fn report(&self, as_json: bool) -> std::process::ExitCode {
+        if as_json {
+            println!("{}", self.to_json());
+        }
+        eprintln!(
+            "repo-search: {}: {}\nhint: {}",
+            self.code(),
+            self.message(),
+            self.hint()
+        );
+        std::process::ExitCode::from(2)
+    }
+}
+
+/// What to do about an error with this code.
+pub(crate) fn hint(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::Stale => "the index is not fresh: run `repo-search index` to rebuild it",
+        ErrorCode::Failed => {
+            "the index is damaged or could not be read: run `repo-search index` to rebuild it"
+        }
+        ErrorCode::Untrusted => {
+            "check --path: it must be repo-relative, with `/` separators, no `..`, and no \
+             symbolic link on the way"
+        }
+        ErrorCode::Limit => "lower --max-results or shorten the query",
+        ErrorCode::Timeout => "narrow the query or the --path scope",
+        ErrorCode::Unsupported => {
+            "use --mode literal or --mode indexed_literal, a non-empty one-line query, and a \
+             --path that exists"
+        }
+    }
+}
+
+/// The fixed message of a refresh that failed with `code`.
+fn refresh_message(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::Limit => "the index could not be refreshed: the changes exceed its caps",
+        ErrorCode::Untrusted => "the index could not be refreshed: it refused a changed path",
+        ErrorCode::Timeout => "the index could not be refreshed in time",
+        ErrorCode::Stale => "the index could not be refreshed: it is not fresh",
+        ErrorCode::Unsupported => "the index could not be refreshed in this configuration",
+        ErrorCode::Failed => "the index could not be refreshed",
+    }
+}
+
+impl From<crate::host::HostError> for Failure {
+    fn from(e: crate::host::HostError) -> Failure {
+        use crate::host::HostError;
+        match e {
+            HostError::MissingRoot => Failure::RootUnreadable,
+            HostError::NotAWorktree => Failure::NotAWorktree,
+            HostError::IndexDirInsideWorktree => Failure::IndexDirInsideWorktree,
+            HostError::IndexDirUnusable => Failure::IndexDirUnusable,
+            HostError::IndexFailed => Failure::RefreshFailed(ErrorCode::Failed),
+            HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
+        }
+    }
+}
+
+/// A `--path` scope for an index query is held to the rules a literal scan applies on disk, so
+/// that both modes give the same answer: it must exist, and must not pass through a symbolic
+/// link (the index never follows one either).
+pub(crate) fn check_scope_on_disk(root: &Path, scope: Option<&str>) -> Result<(), Failure> {
+    let Some(rel) = scope else {
+        return Ok(());
+    };
+    let joined = root.join(rel);
+    match joined.canonicalize() {
+        Ok(canonical) if canonical == joined => Ok(()),
+        Ok(_) => Err(Failure::Tool(
+            IndexError::UntrustedPath {
+                field: index_contract::Field::Scope,
+                reason: index_contract::PathRejection::Symlink,
+            }
+            .to_wire(),
+        )),
+        Err(_) => Err(Failure::Tool(
+            IndexError::InvalidArgument {
+                argument: "path",
+                problem: "does not exist in the worktree",
+                code: ErrorCode::Unsupported,
+            }
+            .to_wire(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_host_error_keeps_a_code_and_a_fixed_message() {
+        use crate::host::HostError;
+        for (e, code) in [
+            (HostError::MissingRoot, ErrorCode::Unsupported),
+            (HostError::NotAWorktree, ErrorCode::Unsupported),
+            (HostError::IndexDirInsideWorktree, ErrorCode::Untrusted),
+            (HostError::IndexDirUnusable, ErrorCode::Failed),
+            (HostError::IndexFailed, ErrorCode::Failed),
+            (HostError::Busy, ErrorCode::Timeout),
+        ] {
+            let f = Failure::from(e);
+            assert_eq!(f.code(), code, "{e:?}");
+            assert!(!f.message().is_empty());
+        }
+    }
+
+    #[test]
+    fn every_code_has_a_hint_and_a_refresh_message() {
+        for code in ErrorCode::ALL {
+            assert!(!hint(code).is_empty());
+            assert!(refresh_message(code).starts_with("the index could not be refreshed"));
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The chaos suite: many processes on one worktree, kills mid-write, damaged index files, and
+//! every repository shape git's view misses. After every step, every answer equals `literal`'s
+//! (first match per file) or is an explicit error code; a failed call is a failure.
+//!
+//! Bounded: about a minute. `cargo xtask chaos --minutes N` runs the same steps for longer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["config", "user.email", "t@example.invalid"]);
+    git(dir.path(), &["config", "user.name", "t"]);
+    dir
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
+fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .current_dir(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "`repo-search {args:?}` hung past {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Path → (line, column) of each file's first match.
+type FirstMatches = BTreeMap<String, (u64, u64)>;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The answer of one mode as path → (line, column) of the first match per file, or the error
+/// code.
+fn answer(root: &Path, query: &str, mode: &str) -> Result<(FirstMatches, Value), String> {
+    let out = run_bounded(
+        root,
+        &[
+            "search",
+            query,
+            "--json",
+            "--mode",
+            mode,
+            "--max-results",
+            "1000",
+        ],
+        LIMIT,
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    match out.status.code() {
+        Some(0 | 1) => {
+            let mut m = BTreeMap::new();
+            for h in v["hits"].as_array().unwrap() {
+                m.entry(h["path"].as_str().unwrap().to_owned())
+                    .or_insert((h["line"].as_u64().unwrap(), h["column"].as_u64().unwrap()));
+            }
+            Ok((m, v))
+        }
+        _ => Err(format!(
+            "{} ({})",
+            v["code"],
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+/// The indexed answer must equal the literal one, file for file.
+fn check_equal(root: &Path, query: &str) {
+    let (literal, _) = answer(root, query, "literal").unwrap();
+    let (indexed, v) = answer(root, query, "indexed_literal").unwrap();
+    assert_eq!(indexed, literal, "{query}: {v}");
+    assert_eq!(v["complete"], true, "{v}");
+}
+
+#[test]
+fn parallel_processes_on_one_worktree_never_fail() {
+    let dir = repo();
+    let root = dir.path().to_path_buf();
+    for i in 0..300 {
+        write(
+            &root,
+            &format!("src/m{}/f{i}.rs", i % 7),
+            &format!("fn f{i}() {{ needle_{} }}\n", i % 5),
+        );
+    }
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-qm", "one"]);
+    let calls = AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    let longest = std::sync::Mutex::new(Duration::ZERO);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // An editor, changing files while the queries run.
+        s.spawn(|| {
+            let mut k = 0;
+            while !stop.load(Ordering::Relaxed) {
+                write(
+                    &root,
+                    &format!("src/m{}/f{}.rs", k % 7, k % 300),
+                    &format!("fn g{k}() {{ needle_{} }}\n", k % 5),
+                );
+                if k % 10 == 0 {
+                    write(&root, &format!("new/n{k}.rs"), "needle_0 new\n");
+                }
+                k += 1;
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        });
+        let workers: Vec<_> = (0..6)
+            .map(|w| {
+                let (root, calls, failures, longest) = (&root, &calls, &failures, &longest);
+                s.spawn(move || {
+                    for round in 0..6 {
+                        let args: Vec<&str> = if w == 0 && round % 2 == 0 {
+                            vec!["index"]
+                        } else {
+                            vec!["search", "needle_0", "--json"]
+                        };
+                        let started = Instant::now();
+                        let out = run_bounded(root, &args, LIMIT);
+                        let took = started.elapsed();
+                        calls.fetch_add(1, Ordering::Relaxed);
+                        let mut l = longest.lock().unwrap();
+                        *l = (*l).max(took);
+                        if out.status.code() != Some(0) {
+                            failures.lock().unwrap().push(format!(
+                                "{args:?}: {:?} {} {}",
+                                out.status.code(),
+                                String::from_utf8_lossy(&out.stdout),
+                                String::from_utf8_lossy(&out.stderr)
+                            ));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!(
+        "chaos: {} calls, {} failures, longest {:?}",
+        calls.load(Ordering::Relaxed),
+        failures.len(),
+        longest.into_inner().unwrap()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+    // Once quiet, the answers agree.
+    check_equal(&root, "needle_0");
+    check_equal(&root, "fn g");
+}
+
+#[test]
+fn kill_9_mid_index_never_breaks_later_queries() {
+    let dir = repo();
+    let root = dir.path();
+    for i in 0..400 {
+        write(
+            root,
+            &format!("d{}/f{i}.txt", i % 13),
+            &format!("line {i}\nneedle {}\n", i % 3),
+        );
+    }
+    for delay_ms in [1u64, 5, 12, 25, 50, 90, 150] {
+        let mut child = Command::new(BIN)
+            .current_dir(root)
+            .arg("index")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        write(root, &format!("d0/edit{delay_ms}.txt"), "needle 1 edited\n");
+        check_equal(root, "needle 1");
+    }
+}
+
+#[test]
+fn repository_shapes_git_status_misses_stay_fresh() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "needle in a\n");
+    write(root, "skip.txt", "needle skip v1\n");
+    write(root, "assume.txt", "needle assume v1\n");
+    write(root, ".gitignore", "gen/\n");
+    write(root, "gen/keep.txt", "needle generated\n");
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+    // An untracked nested repository, as a submodule's checkout also is.
+    let nested = root.join("nested");
+    std::fs::create_dir_all(&nested).unwrap();
+    git(&nested, &["init", "-q"]);
+    write(root, "nested/inner.txt", "needle nested v1\n");
+    check_equal(root, "needle");
+
+    // Edits git status does not list.
+    git(root, &["update-index", "--skip-worktree", "skip.txt"]);
+    git(root, &["update-index", "--assume-unchanged", "assume.txt"]);
+    std::thread::sleep(Duration::from_millis(20));
+    write(root, "skip.txt", "needle skip v2 changed\n");
+    write(root, "assume.txt", "needle assume v2 changed\n");
+    write(root, "nested/inner.txt", "x\nneedle nested v2 changed\n");
+    check_equal(root, "changed");
+    // `.ignore` re-includes what `.gitignore` excludes.
+    write(root, ".ignore", "!gen/\n");
+    check_equal(root, "needle generated");
+    // An ignore file in a parent of the root, added after the index was built, is not read
+    // outside a repository, so the answer must simply still agree.
+    write(root, "a.txt", "needle in a, now with a much longer line\n");
+    check_equal(root, "needle");
+    // A line longer than the searcher's 4 MiB heap limit is still found.
+    let mut long = "x".repeat(5 << 20);
+    long.push_str(" needle_in_a_long_line\n");
+    write(root, "long.txt", &long);
+    check_equal(root, "needle_in_a_long_line");
+}
+
+#[test]
+fn a_directory_that_becomes_a_symlink_never_leaks_outside_files() {
+    let dir = repo();
+    let root = dir.path();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "a.txt", "needle SECRET_OUTSIDE\n");
+    write(root, "sub/a.txt", "needle inside\n");
+    check_equal(root, "needle");
+    std::fs::remove_dir_all(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("sub")).unwrap();
+    for mode in ["literal", "indexed_literal"] {
+        let (hits, v) = answer(root, "SECRET_OUTSIDE", mode).unwrap();
+        assert!(hits.is_empty(), "{mode}: {v}");
+    }
+    check_equal(root, "needle");
+}
+
+#[test]
+fn a_name_the_gate_refuses_makes_the_answer_incomplete_not_failed() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "plain.txt", "needle plain\n");
+    write(
+        root,
+        "說明\u{202E}txt.md",
+        "needle hidden behind a bidi override\n",
+    );
+    write(root, "说明：安装.md", "needle cjk\n");
+    let (hits, v) = answer(root, "needle", "indexed_literal").unwrap();
+    assert_eq!(
+        hits.keys().collect::<Vec<_>>(),
+        ["plain.txt", "说明：安装.md"],
+        "{v}"
+    );
+    assert_eq!(v["complete"], false, "{v}");
+    assert_eq!(v["stopped"], "unserved_files", "{v}");
+    assert_eq!(v["stats"]["files_skipped"]["refused_path"], 1, "{v}");
+    // A query the refused file does not match is complete.
+    check_equal(root, "needle plain");
+}
+
+#[test]
+fn damaged_index_files_are_rebuilt_or_refused_never_hang() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "needle a\n");
+    write(root, "b.txt", "needle b\n");
+    let index = root.join(".git/repo-search");
+    type Damage = fn(&Path);
+    let damages: [(&str, Damage); 5] = [
+        ("fifo manifest", |d| {
+            std::fs::remove_file(d.join("MANIFEST")).unwrap();
+            mkfifo(&d.join("MANIFEST"));
+        }),
+        ("fifo lock", |d| {
+            std::fs::remove_file(d.join("LOCK")).unwrap();
+            mkfifo(&d.join("LOCK"));
+        }),
+        ("symlinked segment", |d| {
+            let seg = segment(d);
+            std::fs::remove_file(&seg).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", &seg).unwrap();
+        }),
+        ("flipped byte", |d| {
+            let seg = segment(d);
+            let mut b = std::fs::read(&seg).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0x40;
+            std::fs::write(&seg, b).unwrap();
+        }),
+        ("truncated manifest", |d| {
+            let m = std::fs::read(d.join("MANIFEST")).unwrap();
+            std::fs::write(d.join("MANIFEST"), &m[..m.len() / 2]).unwrap();
+        }),
+    ];
+    for (what, damage) in damages {
+        check_equal(root, "needle");
+        damage(&index);
+        let (indexed, v) =
+            answer(root, "needle", "indexed_literal").unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(indexed.len(), 2, "{what}: {v}");
+        // Leave a usable directory for the next damage.
+        for name in ["MANIFEST", "LOCK"] {
+            let p = index.join(name);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_file()) {
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+}
+
+fn mkfifo(p: &Path) {
+    let ok = Command::new("mkfifo").arg(p).status().unwrap().success();
+    assert!(ok, "mkfifo");
+}
+
+fn segment(d: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(d)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "idx"))
+        .unwrap()
+}

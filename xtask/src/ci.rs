@@ -89,6 +89,7 @@ fn ripgrep() -> Result<(), String> {
 pub(crate) fn ci(_args: &[String]) -> Result<(), String> {
     tools()?;
     run(cargo().args(["fmt", "--all", "--check"]))?;
+    crate::msrv::msrv()?;
     run(cargo().args([
         "clippy",
         "--workspace",
@@ -100,6 +101,14 @@ pub(crate) fn ci(_args: &[String]) -> Result<(), String> {
     run(cargo().args(["test", "--workspace"]))?;
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings"))?;
+    run(cargo()
+        .args([
+            "doc",
+            "--workspace",
+            "--no-deps",
+            "--document-private-items",
+        ])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
     // A short smoke run per fuzz target keeps them building and running.
     crate::fuzz::fuzz(&["--seconds".to_owned(), "30".to_owned()])?;

@@ -11,6 +11,7 @@ mod bench;
 mod ci;
 mod corpus;
 mod fuzz;
+mod msrv;
 #[cfg(test)]
 mod tidy;
 
@@ -18,7 +19,9 @@ const HELP: &str = "\
 cargo xtask <command>
 
 commands:
-  ci       install the test peers, then fmt --check, clippy -D warnings, tests, docs
+  ci       install the test peers, then fmt --check, the MSRV check, clippy -D warnings,
+           tests, docs (public and private items), fuzz smoke runs
+  msrv     check that no dependency needs a newer Rust than the declared rust-version
   tools    install the test peers into target/tools (ripgrep)
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci::ci(&args[1..]),
         Some("tools") => ci::tools(),
+        Some("msrv") => msrv::msrv(),
         Some("bench") => bench::bench(&args[1..]),
         Some("corpus") => corpus::corpus(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),

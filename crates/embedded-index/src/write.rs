@@ -392,18 +392,5 @@ impl EmbeddedIndex {
 
 /// Opens (creating) the lock file without following a symlink and without blocking on a FIFO.
 fn open_lock_file(dir: &std::path::Path) -> Result<File, EmbeddedIndexError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(
-            (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
-        );
-    }
-    let file = options.open(dir.join(LOCK))?;
-    if !file.metadata()?.is_file() {
-        return Err(EmbeddedIndexError::Corrupt);
-    }
-    Ok(file)
+    Ok(search_profile::open_or_create_regular(&dir.join(LOCK))?)
 }

@@ -120,7 +120,7 @@ impl LiteralSearch {
         }
         index_guard::check_query(&request.query)?;
         let scope = Scope::parse(request.path.as_deref())?;
-        self.check_scope_on_disk(&scope)?;
+        check_scope_on_disk(&self.root, &scope)?;
         let limits = &self.config.limits;
         let matcher =
             search_profile::matcher(&request.query, request.case_insensitive).map_err(|_| {
@@ -163,26 +163,29 @@ impl LiteralSearch {
             untrusted_index: None,
         })
     }
+}
 
-    /// A scope must exist, and must not pass through a symlink: the walk never follows one, so a
-    /// symlinked scope could only mislead.
-    fn check_scope_on_disk(&self, scope: &Scope) -> Result<(), IndexError> {
-        let Some(rel) = scope.as_path() else {
-            return Ok(());
-        };
-        let joined = self.root.join(rel);
-        match joined.canonicalize() {
-            Ok(canonical) if canonical == joined => Ok(()),
-            Ok(_) => Err(IndexError::UntrustedPath {
-                field: Field::Scope,
-                reason: PathRejection::Symlink,
-            }),
-            Err(_) => Err(IndexError::InvalidArgument {
-                argument: "path",
-                problem: "does not exist in the worktree",
-                code: ErrorCode::Unsupported,
-            }),
-        }
+/// Checks a search scope against the worktree at the canonical `root`: it must exist, and must not
+/// pass through a symlink (the walk never follows one, so a symlinked scope could only mislead).
+///
+/// The one home of this rule: a host serving an index mode over a local worktree calls it too, so
+/// that both modes answer a missing or symlinked scope alike.
+pub fn check_scope_on_disk(root: &Path, scope: &Scope) -> Result<(), IndexError> {
+    let Some(rel) = scope.as_path() else {
+        return Ok(());
+    };
+    let joined = root.join(rel);
+    match joined.canonicalize() {
+        Ok(canonical) if canonical == joined => Ok(()),
+        Ok(_) => Err(IndexError::UntrustedPath {
+            field: Field::Scope,
+            reason: PathRejection::Symlink,
+        }),
+        Err(_) => Err(IndexError::InvalidArgument {
+            argument: "path",
+            problem: "does not exist in the worktree",
+            code: ErrorCode::Unsupported,
+        }),
     }
 }
 

@@ -175,32 +175,11 @@ impl From<crate::host::HostError> for Failure {
     }
 }
 
-/// A `--path` scope for an index query is held to the rules a literal scan applies on disk, so
-/// that both modes give the same answer: it must exist, and must not pass through a symbolic
-/// link (the index never follows one either).
+/// A `--path` scope for an index query is held to the literal search's on-disk rule (its one
+/// home is `literal_search::check_scope_on_disk`), so that both modes give the same answer.
 pub(crate) fn check_scope_on_disk(root: &Path, scope: Option<&str>) -> Result<(), Failure> {
-    let Some(rel) = scope else {
-        return Ok(());
-    };
-    let joined = root.join(rel);
-    match joined.canonicalize() {
-        Ok(canonical) if canonical == joined => Ok(()),
-        Ok(_) => Err(Failure::Tool(
-            IndexError::UntrustedPath {
-                field: index_contract::Field::Scope,
-                reason: index_contract::PathRejection::Symlink,
-            }
-            .to_wire(),
-        )),
-        Err(_) => Err(Failure::Tool(
-            IndexError::InvalidArgument {
-                argument: "path",
-                problem: "does not exist in the worktree",
-                code: ErrorCode::Unsupported,
-            }
-            .to_wire(),
-        )),
-    }
+    let scope = index_guard::Scope::parse(scope).map_err(|e| Failure::Tool(e.to_wire()))?;
+    literal_search::check_scope_on_disk(root, &scope).map_err(|e| Failure::Tool(e.to_wire()))
 }
 
 #[cfg(test)]

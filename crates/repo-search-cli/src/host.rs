@@ -74,25 +74,10 @@ pub(crate) struct Host {
 /// A directory to keep an index in: created if missing, and writable (a lock file can be opened
 /// for writing in it).
 fn usable_dir(dir: &Path) -> bool {
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).truncate(false).write(true);
     // Never follow a link, and never block on a FIFO planted as the lock file.
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, NOFOLLOW_NONBLOCK);
     std::fs::create_dir_all(dir).is_ok()
-        && options
-            .open(dir.join("LOCK"))
-            .is_ok_and(|f| f.metadata().is_ok_and(|m| m.is_file()))
+        && search_profile::open_or_create_regular(&dir.join("LOCK")).is_ok()
 }
-
-/// `O_NOFOLLOW | O_NONBLOCK` on Linux (the values differ on other Unixes, where the lock file
-/// check falls back to plain flags).
-#[cfg(unix)]
-const NOFOLLOW_NONBLOCK: i32 = if cfg!(target_os = "linux") {
-    0o400_000 | 0o4_000
-} else {
-    0
-};
 
 /// The per-user cache directory for this worktree's index:
 /// `$XDG_CACHE_HOME/repo-search/<name>-<id>` (else `~/.cache/...`), where the id is derived from

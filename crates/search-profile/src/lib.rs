@@ -5,7 +5,8 @@
 //!
 //! - **Selection** ([`Selection`]): which files are searched. ripgrep's defaults, spelled out:
 //!   `.gitignore`, `.git/info/exclude`, `.ignore`, `.rgignore` and the global git excludes are
-//!   respected, hidden files are skipped, symlinks are never followed.
+//!   respected, hidden files are skipped, symlinks are never followed, and nothing git refuses to
+//!   check out (`.git` in any spelling, `index_guard::is_git_internal_segment`) is entered.
 //! - **Opening** ([`RootDir`]): a repo-relative path is opened beneath the root without following
 //!   any symlink on the way (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` on Linux,
 //!   `O_NOFOLLOW` per component elsewhere), without blocking, and only if it is a regular file.
@@ -45,7 +46,7 @@ mod search;
 mod select;
 mod stream;
 
-pub use open::{OpenError, RootDir};
+pub use open::{OpenError, RootDir, open_or_create_regular};
 pub use order::PathKey;
 pub use search::{
     FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,

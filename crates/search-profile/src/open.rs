@@ -208,6 +208,25 @@ impl RootDir {
     }
 }
 
+/// Opens `path` for reading and writing, creating it if missing, without following a symlink in its
+/// last component and without blocking: a FIFO or a link planted in its place fails instead of
+/// hanging the caller or writing elsewhere. The file must be regular. For lock files and the like.
+pub fn open_or_create_regular(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
 #[cfg(unix)]
 fn map_errno(e: rustix::io::Errno) -> OpenError {
     use rustix::io::Errno;

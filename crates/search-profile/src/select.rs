@@ -74,18 +74,30 @@ impl Selection {
             .follow_links(false)
             .threads(self.threads);
         builder.add_custom_ignore_filename(".rgignore");
-        if let Some(prune) = self.prune.clone() {
-            let root = self.root.clone();
-            builder.filter_entry(move |entry| {
-                let Some(rel) = relative_path(&root, entry.path()) else {
-                    return false;
-                };
-                if rel.is_empty() {
-                    return true;
-                }
-                prune(&rel, entry.file_type().is_some_and(|t| t.is_dir()))
-            });
-        }
+        let prune = self.prune.clone();
+        let root = self.root.clone();
+        builder.filter_entry(move |entry| {
+            if entry.depth() == 0 {
+                return true;
+            }
+            // What git itself refuses to check out (`.git` in any case and its HFS and NTFS
+            // spellings) is never entered nor searched: it holds git's internals, such as remote
+            // URLs with credentials. Most are hidden anyway; `git~1` is not.
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(index_guard::is_git_internal_segment)
+            {
+                return false;
+            }
+            let Some(prune) = &prune else {
+                return true;
+            };
+            let Some(rel) = relative_path(&root, entry.path()) else {
+                return false;
+            };
+            prune(&rel, entry.file_type().is_some_and(|t| t.is_dir()))
+        });
         builder
     }
 
@@ -178,5 +190,46 @@ impl Drop for Flush<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .append(&mut self.local);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Selection;
+
+    fn check(files: &[&str], expected: &[&str]) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        for f in files {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "needle\n").unwrap();
+        }
+        assert_eq!(Selection::new(dir.path()).files(), expected);
+    }
+
+    #[test]
+    fn git_internal_directories_are_never_entered() {
+        check(
+            &[
+                "a.txt",
+                "GIT~1/config",
+                "sub/git~1/config",
+                "sub/b.txt",
+                "git/config",
+            ],
+            &["a.txt", "git/config", "sub/b.txt"],
+        );
+    }
+
+    /// `ignore` 0.4.35 (ours) treats a name ending in a dot like any other: a leading dot makes it
+    /// hidden. ripgrep 15.2.0 bundles 0.4.29, which did not, so it searches these; see
+    /// docs/literal-search.md.
+    #[test]
+    fn names_ending_in_a_dot_follow_the_hidden_rule() {
+        check(
+            &["...", ".env.", ".d./in.txt", "a.", "b/c."],
+            &["a.", "b/c."],
+        );
     }
 }

@@ -218,7 +218,9 @@ impl RepositoryIndexBackend for MetadataFixture {
                     complete: true,
                 });
             }
-            let cap = request.max_results.unwrap_or(1000);
+            let cap = request
+                .max_results
+                .unwrap_or(index_contract::limits::DEFAULT_MAX_RESULTS);
             let ids = index
                 .by_token
                 .get(&request.query)

@@ -165,7 +165,8 @@ impl EmbeddedIndex {
             status,
             hits,
             complete,
-            skipped: Some(skipped),
+            // Only what verification met: binary files and the like are not counted here.
+            skipped: (skipped != SkippedFiles::default()).then_some(skipped),
         })
     }
 }

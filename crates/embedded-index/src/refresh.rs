@@ -6,11 +6,10 @@
 //! view misses submodules, nested repositories, `skip-worktree` files and ignore files that
 //! re-include what `.gitignore` excludes, and the walk sees them all.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use index_contract::UnixMillis;
-use search_profile::{FileEntry, PathKey, Selection};
+use search_profile::Selection;
 
 use crate::segment::{Stamp, flags};
 use crate::snapshot::Snapshot;
@@ -57,25 +56,9 @@ struct Diff {
 impl EmbeddedIndex {
     /// The selection now, each file with the stamp the walk saw, in path order.
     pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
-        let found = Mutex::new(Vec::new());
-        Selection::new(&self.root)
+        Ok(Selection::new(&self.root)
             .threads(crate::threads(&self.config))
-            .for_each_file(|| {
-                let mut local = Flush {
-                    local: Vec::new(),
-                    found: &found,
-                };
-                move |e: FileEntry<'_>| {
-                    if let FileEntry::File { rel, entry } = e
-                        && let Ok(m) = entry.metadata()
-                    {
-                        local.local.push((rel.to_owned(), stamp_of(&m)));
-                    }
-                }
-            });
-        let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
-        v.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
-        Ok(v)
+            .collect(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
     }
 
     fn diff(snap: &Snapshot, selected: &[(String, Stamp)]) -> Diff {
@@ -208,20 +191,5 @@ impl EmbeddedIndex {
         self.snapshot()
             .and_then(|s| s.manifest.source_revision.clone())
             .unwrap_or_default()
-    }
-}
-
-/// A walker thread's finds, handed over once when the thread's visitor is dropped.
-struct Flush<'a> {
-    local: Vec<(String, Stamp)>,
-    found: &'a Mutex<Vec<(String, Stamp)>>,
-}
-
-impl Drop for Flush<'_> {
-    fn drop(&mut self) {
-        self.found
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .append(&mut self.local);
     }
 }

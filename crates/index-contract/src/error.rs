@@ -97,6 +97,9 @@ pub enum PathRejection {
     Symlink,
 }
 
+// The fixed messages below name these caps; they cannot drift apart silently.
+const _: () = assert!(crate::limits::MAX_PATH_BYTES == 4096 && crate::limits::MAX_ID_BYTES == 256);
+
 impl PathRejection {
     /// A fixed human description.
     pub const fn describe(self) -> &'static str {

@@ -321,7 +321,9 @@ pub struct SearchHit {
     pub score: Option<f64>,
 }
 
-/// Files the literal search passed over, by reason.
+/// Files passed over, by reason. The literal search counts every reason; an index backend counts
+/// only what it met while verifying candidates (`unreadable`, `refused_path`), so its other counts
+/// are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedFiles {
     /// Binary files (a NUL byte), as ripgrep decides.

@@ -133,20 +133,36 @@ impl Selection {
     /// Every selected file's repo-relative path, sorted by [`crate::PathKey`] order. Files whose
     /// names are not UTF-8 are left out, as every searcher leaves them out.
     pub fn files(&self) -> Vec<String> {
+        self.collect(|_, _| Some(()))
+            .into_iter()
+            .map(|(rel, ())| rel)
+            .collect()
+    }
+
+    /// For every selected file with a UTF-8 name, `map(path, entry)`; the `Some` results with
+    /// their paths, sorted by [`crate::PathKey`] order. Each walker thread collects locally and
+    /// hands its results over once.
+    pub fn collect<T: Send>(
+        &self,
+        map: impl Fn(&str, &DirEntry) -> Option<T> + Sync,
+    ) -> Vec<(String, T)> {
         let found = Mutex::new(Vec::new());
         self.for_each_file(|| {
             let mut local = Flush {
                 local: Vec::new(),
                 found: &found,
             };
+            let map = &map;
             move |e: FileEntry<'_>| {
-                if let FileEntry::File { rel, .. } = e {
-                    local.local.push(rel.to_owned());
+                if let FileEntry::File { rel, entry } = e
+                    && let Some(v) = map(rel, entry)
+                {
+                    local.local.push((rel.to_owned(), v));
                 }
             }
         });
         let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
-        v.sort_by(|a, b| crate::PathKey::compare(a, b));
+        v.sort_by(|a, b| crate::PathKey::compare(&a.0, &b.0));
         v
     }
 }
@@ -179,12 +195,12 @@ pub fn relative_path<'a>(root: &Path, path: &'a Path) -> Option<Cow<'a, str>> {
 }
 
 /// A walker thread's finds, handed over once when the thread's visitor is dropped.
-struct Flush<'a> {
-    local: Vec<String>,
-    found: &'a Mutex<Vec<String>>,
+struct Flush<'a, T> {
+    local: Vec<T>,
+    found: &'a Mutex<Vec<T>>,
 }
 
-impl Drop for Flush<'_> {
+impl<T> Drop for Flush<'_, T> {
     fn drop(&mut self) {
         self.found
             .lock()

@@ -361,3 +361,51 @@ fn segment(d: &Path) -> std::path::PathBuf {
         .find(|p| p.extension().is_some_and(|e| e == "idx"))
         .unwrap()
 }
+
+#[test]
+fn submodule_edits_and_parent_ignore_files_stay_fresh() {
+    let outer = tempfile::tempdir().unwrap();
+    let upstream = outer.path().join("upstream");
+    std::fs::create_dir(&upstream).unwrap();
+    git(&upstream, &["init", "-q", "-b", "main"]);
+    write(&upstream, "lib.txt", "needle in the submodule v1\n");
+    git(&upstream, &["add", "."]);
+    git(
+        &upstream,
+        &["-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "u"],
+    );
+    let root = outer.path().join("work");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "-q", "-b", "main"]);
+    write(&root, "top.txt", "needle at the top\n");
+    write(&root, "secret.txt", "needle secret\n");
+    git(
+        &root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            upstream.to_str().unwrap(),
+            "sub",
+        ],
+    );
+    check_equal(&root, "needle");
+    // An edit inside the submodule, then a commit inside it: the superproject's `git status`
+    // shows at most "sub (new commits)", never which file changed.
+    write(&root, "sub/lib.txt", "x\nneedle in the submodule v2 edited\n");
+    check_equal(&root, "edited");
+    git(
+        &root.join("sub"),
+        &["-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qam", "v2"],
+    );
+    write(&root, "sub/lib.txt", "needle in the submodule v3 committed\n");
+    check_equal(&root, "committed");
+    // An `.ignore` file in a parent of the root, added after the index was built, changes the
+    // selection (ripgrep reads `.ignore` files of every parent).
+    write(outer.path(), ".ignore", "secret.txt\n");
+    check_equal(&root, "needle");
+    let (hits, _) = answer(&root, "needle secret", "indexed_literal").unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+}

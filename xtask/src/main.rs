@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod chaos;
 mod ci;
 mod corpus;
 mod fuzz;
@@ -27,6 +28,8 @@ commands:
            generated tree and, when prepared, the Linux corpus
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
   fuzz     run the cargo-fuzz targets [--seconds N (60)] [--target T]
+  chaos    run the chaos suite in a loop until the first failure [--minutes N (10)]
+           [--test chaos|chaos_mcp]... [--release]
   help     this text
 ";
 
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         Some("corpus") => corpus::corpus(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
+        Some("chaos") => chaos::chaos(&args[1..]),
         Some("help") | None => {
             print!("{HELP}");
             Ok(())

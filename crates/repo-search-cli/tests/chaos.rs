@@ -6,67 +6,18 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
+mod support;
 
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(root)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-}
-
-fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    git(dir.path(), &["config", "user.email", "t@example.invalid"]);
-    git(dir.path(), &["config", "user.name", "t"]);
-    dir
-}
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-/// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
-fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .current_dir(root)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "`repo-search {args:?}` hung past {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::{BIN, LIMIT, git, repo, run_bounded, write};
 
 /// Path → (line, column) of each file's first match.
 type FirstMatches = BTreeMap<String, (u64, u64)>;
-
-const LIMIT: Duration = Duration::from_secs(60);
 
 /// The answer of one mode as path → (line, column) of the first match per file, or the error
 /// code.

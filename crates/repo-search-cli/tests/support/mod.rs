@@ -1,0 +1,203 @@
+//! Helpers shared by the chaos test files: scratch repositories, bounded runs of the binary, and
+//! a raw stdio JSON-RPC client for `repo-search mcp`.
+
+// Each test file is its own crate and uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
+
+/// How long one call may take before a test calls it a hang.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+pub fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+}
+
+/// Makes `dir` a fresh repository with a committer identity.
+pub fn git_init(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.email", "t@example.invalid"]);
+    git(dir, &["config", "user.name", "t"]);
+}
+
+pub fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git_init(dir.path());
+    dir
+}
+
+pub fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
+pub fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .current_dir(root)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "`repo-search {args:?}` hung past {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `repo-search mcp` over raw stdio: lines go out as written, replies come back in order of
+/// arrival, and the server is killed when dropped.
+pub struct McpServer {
+    child: Child,
+    stdin: ChildStdin,
+    replies: Receiver<Value>,
+    next_id: u64,
+}
+
+impl McpServer {
+    /// Starts the server on `root` without any handshake, so a test can pipeline its first lines.
+    pub fn spawn(root: &Path) -> McpServer {
+        let mut child = Command::new(BIN)
+            .args(["mcp", "--root"])
+            .arg(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e})"));
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        McpServer {
+            child,
+            stdin,
+            replies,
+            next_id: 100,
+        }
+    }
+
+    /// Starts the server on `root` and completes the MCP handshake.
+    pub fn start(root: &Path) -> McpServer {
+        let mut server = McpServer::spawn(root);
+        let init = server.request("initialize", initialize_params());
+        assert_eq!(
+            init["result"]["serverInfo"]["name"], "repo-search",
+            "{init}"
+        );
+        server.send(&initialized_notification());
+        server
+    }
+
+    pub fn send(&mut self, line: &Value) {
+        self.stdin.write_all(line.to_string().as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next reply, whichever request it answers.
+    pub fn reply(&mut self) -> Value {
+        match self.replies.recv_timeout(LIMIT) {
+            Ok(v) => v,
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no reply within {LIMIT:?}: a client would hang")
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("the server closed stdout: {:?}", self.child.try_wait())
+            }
+        }
+    }
+
+    /// A fresh request id.
+    pub fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Sends a request and returns its reply, which must carry its id.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.id();
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let reply = self.reply();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+
+    /// Calls the `repo_search` tool and returns the call's result.
+    pub fn call(&mut self, arguments: Value) -> Value {
+        let reply = self.request("tools/call", tool_call_params(arguments));
+        assert!(reply.get("error").is_none(), "{reply}");
+        reply["result"].clone()
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": { "name": "chaos-test", "version": "1" },
+    })
+}
+
+pub fn initialized_notification() -> Value {
+    json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })
+}
+
+pub fn tool_call_params(arguments: Value) -> Value {
+    json!({ "name": "repo_search", "arguments": arguments })
+}
+
+/// The sorted, distinct paths of a tool result's hits.
+pub fn hit_paths(result: &Value) -> Vec<String> {
+    let mut paths: Vec<String> = result["structuredContent"]["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits in {result}"))
+        .iter()
+        .map(|h| h["path"].as_str().unwrap().to_owned())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}

@@ -113,8 +113,9 @@ enum Current {
 /// the answer holds the best-prior files.
 pub struct EmbeddedIndex {
     root: PathBuf,
-    /// The worktree, opened once: every file is opened beneath it without following symlinks.
-    root_dir: RootDir,
+    /// The worktree, opened: every file is opened beneath it without following symlinks.
+    /// Reopened when the path comes to name another directory (a repository re-cloned in place).
+    root_dir: RwLock<Arc<RootDir>>,
     config: EmbeddedIndexConfig,
     /// The latest snapshot this process loaded, and which manifest file it came from.
     current: RwLock<(Current, Option<ManifestId>)>,
@@ -171,7 +172,7 @@ impl EmbeddedIndex {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)?;
         let index = EmbeddedIndex {
-            root_dir: RootDir::open(&root)?,
+            root_dir: RwLock::new(Arc::new(RootDir::open(&root)?)),
             root,
             config,
             current: RwLock::new((Current::Failed, None)),
@@ -189,6 +190,14 @@ impl EmbeddedIndex {
     /// The worktree root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The worktree, opened.
+    pub(crate) fn worktree(&self) -> Arc<RootDir> {
+        self.root_dir
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The index directory, opened.
@@ -221,6 +230,13 @@ impl EmbeddedIndex {
     /// Notices a commit by another process (or a damaged or deleted index) and loads it. Costs
     /// one `stat` when nothing changed.
     pub(crate) fn sync(&self) {
+        if !self.worktree().is_still_at_path()
+            && let Ok(d) = RootDir::open(&self.root)
+        {
+            // The worktree was replaced in place: read the new one. Its files have new inodes,
+            // so the next refresh reads every one of them again.
+            *self.root_dir.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
+        }
         if !self.dir().is_still_at_path() {
             // The directory was deleted or replaced: start over in whatever is there now.
             let reopened = std::fs::create_dir_all(&self.dir_path)

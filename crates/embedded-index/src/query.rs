@@ -107,6 +107,7 @@ impl EmbeddedIndex {
             signal: &request.signal,
         };
         let threads = crate::threads(&self.config);
+        let worktree = self.worktree();
         let mut hits: Vec<(usize, BackendHit)> = Vec::new();
         let mut skipped = SkippedFiles::default();
         let mut complete = true;
@@ -123,7 +124,7 @@ impl EmbeddedIndex {
                 &candidates[at..end],
                 threads,
                 verify::searcher,
-                |_, c, s| verify::first_match(s, &matcher, &self.root_dir, c.path, &control),
+                |_, c, s| verify::first_match(s, &matcher, &worktree, c.path, &control),
             )?;
             for (i, v) in found.into_iter().enumerate() {
                 let c = &candidates[at + i];

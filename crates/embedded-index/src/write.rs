@@ -132,6 +132,7 @@ impl EmbeddedIndex {
         paths: &[(String, Stamp)],
         threads: usize,
     ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
+        let worktree = self.worktree();
         let docs = parallel::map(
             paths,
             threads,
@@ -145,7 +146,7 @@ impl EmbeddedIndex {
                 if index_guard::check_path(path).is_err() {
                     meta.flags |= flags::REFUSED_NAME;
                 }
-                let read = self.root_dir.open_file(path).ok().and_then(|file| {
+                let read = worktree.open_file(path).ok().and_then(|file| {
                     let now = SystemTime::now();
                     let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
                     let trigrams = ex.extract_reader(&file).ok()?;

@@ -323,7 +323,15 @@ fn submodule_edits_and_parent_ignore_files_stay_fresh() {
     git(&upstream, &["add", "."]);
     git(
         &upstream,
-        &["-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "u"],
+        &[
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "u",
+        ],
     );
     let root = outer.path().join("work");
     std::fs::create_dir(&root).unwrap();
@@ -345,13 +353,29 @@ fn submodule_edits_and_parent_ignore_files_stay_fresh() {
     check_equal(&root, "needle");
     // An edit inside the submodule, then a commit inside it: the superproject's `git status`
     // shows at most "sub (new commits)", never which file changed.
-    write(&root, "sub/lib.txt", "x\nneedle in the submodule v2 edited\n");
+    write(
+        &root,
+        "sub/lib.txt",
+        "x\nneedle in the submodule v2 edited\n",
+    );
     check_equal(&root, "edited");
     git(
         &root.join("sub"),
-        &["-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qam", "v2"],
+        &[
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qam",
+            "v2",
+        ],
     );
-    write(&root, "sub/lib.txt", "needle in the submodule v3 committed\n");
+    write(
+        &root,
+        "sub/lib.txt",
+        "needle in the submodule v3 committed\n",
+    );
     check_equal(&root, "committed");
     // An `.ignore` file in a parent of the root, added after the index was built, changes the
     // selection (ripgrep reads `.ignore` files of every parent).

@@ -429,3 +429,313 @@ impl Segment {
         self.map.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{
+        DocMeta, DocTrigrams, Encoder, HEADER, META, Segment, SegmentError, Stamp, encode_lists,
+        flags, put_varint, write_durably,
+    };
+    use search_profile::RootDir;
+
+    /// Trigrams of a few distinct shapes: the smallest, the largest of the 2^24 space, and some
+    /// in between.
+    const A: u32 = 0;
+    const B: u32 = 0x61_62_63;
+    const C: u32 = 0x00ff_ffff;
+
+    fn doc(path: &str, trigrams: &[u32], prior: u8, flags: u8, stamp: Stamp) -> DocTrigrams {
+        DocTrigrams {
+            path: path.to_owned(),
+            trigrams: trigrams.to_vec(),
+            meta: DocMeta {
+                prior,
+                flags,
+                stamp,
+            },
+        }
+    }
+
+    fn sample_docs() -> Vec<DocTrigrams> {
+        let stamp = |n: u64| Stamp {
+            len: n,
+            mtime_ns: n * 1_000_000_007,
+            ctime_ns: u64::MAX - n,
+            ino: n << 40,
+        };
+        vec![
+            doc("src/main.rs", &[A, B], 255, 0, stamp(1)),
+            doc("", &[], 1, flags::UNREADABLE, stamp(0)),
+            doc("日本語/名前.rs", &[B, C], 128, flags::RACY, stamp(7)),
+            doc(
+                "name with space.txt",
+                &[A, B, C],
+                17,
+                flags::RACY | flags::REFUSED_NAME,
+                Stamp {
+                    len: u64::MAX,
+                    mtime_ns: u64::MAX,
+                    ctime_ns: 0,
+                    ino: u64::MAX,
+                },
+            ),
+        ]
+    }
+
+    /// Writes `bytes` as a segment named `seg` in a fresh directory and opens it expecting `crc`.
+    fn open_bytes(bytes: &[u8], crc: u32) -> Result<Segment, SegmentError> {
+        let dir = tempfile::tempdir().unwrap();
+        write_durably(dir.path(), "seg", bytes).unwrap();
+        let root = RootDir::open(dir.path()).unwrap();
+        Segment::open(&root, "seg", crc)
+    }
+
+    fn encode(docs: &[DocTrigrams]) -> (Vec<u8>, u32) {
+        Encoder::new().encode(docs)
+    }
+
+    /// Replaces the trailing crc with the crc of the (modified) body, so only the modification
+    /// itself can make the segment unreadable.
+    fn recrc(bytes: &mut Vec<u8>) -> u32 {
+        let end = bytes.len() - 4;
+        bytes.truncate(end);
+        let crc = crc32fast::hash(bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        crc
+    }
+
+    fn assert_corrupt(result: Result<Segment, SegmentError>, what: &str) {
+        assert!(
+            matches!(result, Err(SegmentError::Corrupt)),
+            "{what}: expected Corrupt, got {:?}",
+            result.map(|s| s.n_docs())
+        );
+    }
+
+    #[test]
+    fn encoded_docs_round_trip_paths_metas_priors_and_postings() {
+        let docs = sample_docs();
+        let (bytes, crc) = encode(&docs);
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.n_docs(), 4);
+        assert_eq!(seg.bytes(), bytes.len());
+        for (id, d) in docs.iter().enumerate() {
+            let id = id as u32;
+            assert_eq!(seg.path(id), d.path);
+            assert_eq!(seg.meta(id), d.meta);
+            assert_eq!(seg.prior(id), d.meta.prior);
+        }
+        for (t, want) in [(A, vec![0, 3]), (B, vec![0, 2, 3]), (C, vec![2, 3])] {
+            assert_eq!(seg.count(t), want.len(), "count of {t:#x}");
+            assert_eq!(seg.postings(t), want, "postings of {t:#x}");
+        }
+        // A trigram no doc holds, between and beyond the stored ones.
+        for t in [1, B + 1, C - 1] {
+            assert_eq!(seg.count(t), 0);
+            assert!(seg.postings(t).is_empty());
+        }
+        let pairs: Vec<(u32, Vec<u32>)> = seg.pairs().collect();
+        assert_eq!(
+            pairs,
+            [(A, vec![0, 3]), (B, vec![0, 2, 3]), (C, vec![2, 3])]
+        );
+    }
+
+    #[test]
+    fn encoder_reused_across_batches_does_not_leak_counts() {
+        // The 64 MiB count table is reused; a batch must start from zeroes.
+        let mut encoder = Encoder::new();
+        let first = encoder.encode(&sample_docs());
+        let second = encoder.encode(&sample_docs());
+        assert_eq!(first, second);
+        let (bytes, crc) = encoder.encode(&[doc("only", &[B], 9, 0, Stamp::default())]);
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.postings(B), [0]);
+        assert_eq!(seg.count(A), 0);
+    }
+
+    #[test]
+    fn varint_gaps_at_every_length_boundary_round_trip() {
+        // Doc ids whose gaps are 0, 127, 128, 16383 and 16384: one-, two- and three-byte varints
+        // and the values either side of each boundary.
+        let ids = [0u32, 127, 255, 16_638, 33_022];
+        let gaps: Vec<u32> = ids
+            .iter()
+            .scan(0, |prev, &id| {
+                let gap = id - *prev;
+                *prev = id;
+                Some(gap)
+            })
+            .collect();
+        assert_eq!(gaps, [0, 127, 128, 16_383, 16_384]);
+        let docs: Vec<DocTrigrams> = (0..=33_022u32)
+            .map(|i| {
+                let trigrams = if ids.contains(&i) { vec![B] } else { vec![A] };
+                doc(&format!("d{i}"), &trigrams, 1, 0, Stamp::default())
+            })
+            .collect();
+        let (bytes, crc) = encode(&docs);
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.postings(B), ids);
+        assert_eq!(seg.count(A), docs.len() - ids.len());
+        assert_eq!(seg.path(33_022), "d33022");
+    }
+
+    #[test]
+    fn varint_of_u32_max_round_trips() {
+        let mut out = Vec::new();
+        put_varint(&mut out, u32::MAX);
+        assert_eq!(out, [0xff, 0xff, 0xff, 0xff, 0x0f]);
+        // No segment holds 2^32 docs, so a gap of u32::MAX cannot come from an ascending list.
+        // Written by hand after a gap of 1 it wraps to doc 0, which the decoder returns only if
+        // it read all five bytes as exactly u32::MAX.
+        let lists: [(u32, &[u32]); 1] = [(B, &[1])];
+        let (mut bytes, _) = encode_lists(
+            [("a", DocMeta::default()), ("b", DocMeta::default())].into_iter(),
+            2,
+            lists.into_iter(),
+        );
+        let end = bytes.len() - 4;
+        let postings_off = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+        bytes.truncate(postings_off);
+        put_varint(&mut bytes, 1);
+        put_varint(&mut bytes, u32::MAX);
+        let new_end = bytes.len();
+        assert_eq!(new_end, end + 5);
+        bytes[40..48].copy_from_slice(&(new_end as u64).to_le_bytes());
+        // The dictionary entry's count (its last field) becomes two.
+        let dict_count_at = postings_off - 4;
+        bytes[dict_count_at..postings_off].copy_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&[0; 4]);
+        let crc = recrc(&mut bytes);
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.postings(B), [1, 0]);
+    }
+
+    #[test]
+    fn an_empty_segment_opens_and_holds_nothing() {
+        let (bytes, crc) = encode(&[]);
+        assert_eq!(bytes.len(), HEADER + 4 + 4, "header, one path offset, crc");
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.n_docs(), 0);
+        assert_eq!(seg.count(B), 0);
+        assert!(seg.postings(B).is_empty());
+        assert_eq!(seg.pairs().count(), 0);
+    }
+
+    #[test]
+    fn a_flipped_byte_anywhere_is_corrupt() {
+        let (bytes, crc) = encode(&sample_docs());
+        // Every byte: the magic, the header, the paths, the metas, the dictionary, the postings
+        // and the crc itself.
+        for at in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            assert_corrupt(open_bytes(&damaged, crc), &format!("byte {at} flipped"));
+        }
+    }
+
+    #[test]
+    fn a_truncated_file_is_corrupt() {
+        let (bytes, crc) = encode(&sample_docs());
+        for len in [
+            0,
+            1,
+            8,
+            HEADER,
+            HEADER + 3,
+            HEADER + 4,
+            bytes.len() - 4,
+            bytes.len() - 1,
+        ] {
+            assert_corrupt(
+                open_bytes(&bytes[..len], crc),
+                &format!("truncated to {len} bytes"),
+            );
+        }
+        // Bytes appended after the crc are damage too.
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_corrupt(open_bytes(&longer, crc), "one byte appended");
+    }
+
+    #[test]
+    fn a_crc_other_than_the_manifests_is_corrupt() {
+        let (bytes, crc) = encode(&sample_docs());
+        assert!(open_bytes(&bytes, crc).is_ok());
+        assert_corrupt(open_bytes(&bytes, crc ^ 1), "wrong expected crc");
+        assert_corrupt(open_bytes(&bytes, 0), "zero expected crc");
+    }
+
+    #[test]
+    fn a_wrong_magic_is_corrupt_even_with_a_matching_crc() {
+        let (bytes, _) = encode(&sample_docs());
+        for magic in [b"RSIDX\0\0\x02", b"RSIDX\0\0\x04", b"\0\0\0\0\0\0\0\0"] {
+            let mut other = bytes.clone();
+            other[..8].copy_from_slice(magic);
+            let crc = recrc(&mut other);
+            assert_corrupt(open_bytes(&other, crc), &format!("magic {magic:?}"));
+        }
+    }
+
+    #[test]
+    fn a_path_of_invalid_utf8_is_corrupt_even_with_a_matching_crc() {
+        let (mut bytes, _) = encode(&[doc("ab", &[B], 1, 0, Stamp::default())]);
+        // The path bytes follow the header and the two path offsets.
+        let at = HEADER + 8;
+        assert_eq!(&bytes[at..at + 2], b"ab");
+        bytes[at] = 0xff;
+        let crc = recrc(&mut bytes);
+        assert_corrupt(open_bytes(&bytes, crc), "invalid UTF-8 path");
+    }
+
+    #[test]
+    fn header_fields_out_of_bounds_are_corrupt_even_with_a_matching_crc() {
+        // The crc guards against damage, not against a file written by something else: a header
+        // whose counts or offsets point anywhere must be refused, never panic or read past the
+        // map.
+        let (bytes, _) = encode(&sample_docs());
+        let mut wrong = Vec::new();
+        for field in [8usize, 12, 16, 24, 32] {
+            let width = if field < 16 { 4 } else { 8 };
+            for value in [u64::MAX, u64::from(u32::MAX), bytes.len() as u64, 1] {
+                let mut other = bytes.clone();
+                other[field..field + width].copy_from_slice(&value.to_le_bytes()[..width]);
+                if other == bytes {
+                    continue;
+                }
+                let crc = recrc(&mut other);
+                let opened = std::panic::catch_unwind(|| open_bytes(&other, crc).map(|_| ()));
+                if !matches!(opened, Ok(Err(SegmentError::Corrupt))) {
+                    let got = match opened {
+                        Err(_) => "a panic".to_owned(),
+                        Ok(r) => format!("{r:?}"),
+                    };
+                    wrong.push(format!("field at {field} = {value:#x}: {got}"));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "not refused as Corrupt:\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_meta_is_exactly_34_bytes_after_the_paths() {
+        // The layout the module docs promise: prior, flags, then four little-endian u64s.
+        let stamp = Stamp {
+            len: 0x0102_0304_0506_0708,
+            mtime_ns: 2,
+            ctime_ns: 3,
+            ino: 4,
+        };
+        let (bytes, _) = encode(&[doc("p", &[], 200, flags::RACY, stamp)]);
+        let meta_at = HEADER + 8 + 1;
+        let meta = &bytes[meta_at..meta_at + META];
+        assert_eq!(meta[..2], [200, flags::RACY]);
+        assert_eq!(meta[2..10], 0x0102_0304_0506_0708u64.to_le_bytes());
+        assert_eq!(meta[26..34], 4u64.to_le_bytes());
+    }
+}

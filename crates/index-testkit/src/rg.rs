@@ -73,3 +73,26 @@ pub fn rg_hits(
     }
     set
 }
+
+/// The files `rg --files` lists under `root`: ripgrep's selection, without searching anything.
+/// Paths are repo-relative and `/`-separated; a non-UTF-8 name is listed lossily, so it can only
+/// ever show up as a difference.
+pub fn rg_files(root: &Path) -> BTreeSet<String> {
+    let out = Command::new(rg())
+        .current_dir(root)
+        .env_remove("RIPGREP_CONFIG_PATH")
+        .args(["--no-config", "--files"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run rg");
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "rg --files failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .collect()
+}

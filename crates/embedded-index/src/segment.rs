@@ -282,22 +282,28 @@ impl Segment {
         if crc != expected_crc || crc32fast::hash(&b[..end]) != crc {
             return Err(SegmentError::Corrupt);
         }
+        // The header's offsets are checked in u64 before any is used: a crafted file whose crc the
+        // manifest also records must still be `Corrupt`, never an overflow or a panic.
+        let (n_docs, n_trigrams) = (u64::from(u32_at(b, 8)), u64::from(u32_at(b, 12)));
+        let (paths_off, dict_off, postings_off) = (u64_at(b, 16), u64_at(b, 24), u64_at(b, 32));
+        let dict_end = dict_off.checked_add(n_trigrams * 12);
+        let header_ok = paths_off == HEADER as u64
+            && paths_off + (n_docs + 1) * 4 <= dict_off
+            && dict_end == Some(postings_off)
+            && postings_off <= end as u64;
+        if !header_ok {
+            return Err(SegmentError::Corrupt);
+        }
         let seg = Segment {
-            n_docs: u32_at(b, 8),
-            n_trigrams: u32_at(b, 12),
-            paths_off: u64_at(b, 16) as usize,
-            dict_off: u64_at(b, 24) as usize,
-            postings_off: u64_at(b, 32) as usize,
+            n_docs: n_docs as u32,
+            n_trigrams: n_trigrams as u32,
+            paths_off: paths_off as usize,
+            dict_off: dict_off as usize,
+            postings_off: postings_off as usize,
             end,
             map,
         };
         let paths_bytes_start = seg.paths_off + (seg.n_docs as usize + 1) * 4;
-        if paths_bytes_start > seg.dict_off
-            || seg.dict_off + seg.n_trigrams as usize * 12 != seg.postings_off
-            || seg.postings_off > seg.end
-        {
-            return Err(SegmentError::Corrupt);
-        }
         // Every path must be valid UTF-8 within bounds; checked once so lookups cannot panic.
         let last = seg.path_range(seg.n_docs.saturating_sub(1)).1;
         let meta_bytes = seg.n_docs as usize * META;

@@ -180,6 +180,7 @@ impl FileSearcher {
             matcher,
             sink: &mut sink,
             binary: false,
+            last_line: 0,
         };
         let result = self
             .searcher
@@ -187,6 +188,7 @@ impl FileSearcher {
         let longest = reader.longest.max(reader.run);
         let (stopped, failed) = (reader.stopped, reader.failed.take());
         outcome.binary = lines.binary;
+        let reported = lines.last_line;
         match result {
             Ok(()) => {}
             Err(_) if stopped => outcome.stopped = true,
@@ -201,12 +203,15 @@ impl FileSearcher {
                 // again as a stream with bounded memory.
                 self.searcher = build_searcher(self.heap_limit);
                 file.rewind().map_err(SearchFileError::Read)?;
+                // The sink already has the lines the searcher reported before the long line: the
+                // stream, which starts over, passes on only the lines after them.
+                let mut rest = |m: LineMatch<'_>| m.line_number <= reported || sink(m);
                 let s = crate::stream::search(
                     &mut file,
                     matcher,
                     self.stream_window,
                     control,
-                    &mut sink,
+                    &mut rest,
                 )
                 .map_err(SearchFileError::Read)?;
                 return Ok(FileOutcome {
@@ -271,6 +276,8 @@ struct LineSink<'a, F> {
     matcher: &'a LiteralMatcher,
     sink: &'a mut F,
     binary: bool,
+    /// The last line number passed to `sink`.
+    last_line: u64,
 }
 
 impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
@@ -282,6 +289,7 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
             // The searcher reported this line as matching; find cannot disagree, but if it did,
             // the line is still a hit and its column is the line start.
             let (start, end) = self.matcher.find(line).unwrap_or((0, 0));
+            self.last_line = first + i as u64;
             let go_on = (self.sink)(LineMatch {
                 line_number: first + i as u64,
                 line,

@@ -51,17 +51,19 @@ pub(crate) fn search(
         let n = read_full(file, &mut buf[old..])?;
         buf.truncate(old + n);
         let eof = n == 0;
+        // Search matches that start before `limit`: with the overlap and a snippet window kept
+        // beyond it, any match starting there lies wholly in the buffer, and so does its window.
         let mut limit = if eof {
             buf.len()
         } else {
-            buf.len().saturating_sub(overlap)
+            buf.len().saturating_sub(overlap + window)
         };
         if let Some(nul) = memchr::memchr(0, &buf[old..]) {
+            // The search ends at the NUL: everything before it is searched, even what would
+            // otherwise wait for the next read.
             binary = true;
-            limit = limit.min(old + nul);
+            limit = old + nul;
         }
-        // Find matches that start before `limit`; with the overlap kept, any match starting there
-        // lies wholly in the buffer.
         let mut at = search_from;
         while at < limit {
             let Some(m) = matcher
@@ -92,8 +94,9 @@ pub(crate) fn search(
                     start: m.start() - lo,
                     end: m.end() - lo,
                     column: base + m.start() as u64 - line_start + 1,
-                    // A slice of the line that is not the whole line is a cut snippet.
-                    partial: lo != ls || le < buf.len() && buf[le] != b'\n',
+                    // A slice of the line that is not the whole line is a cut snippet; so is any
+                    // window of a line whose start was already dropped from the buffer.
+                    partial: line_start < base || lo != ls || le < buf.len() && buf[le] != b'\n',
                 });
                 if !go_on {
                     return Ok(StreamOutcome {
@@ -252,7 +255,17 @@ mod tests {
             false,
         );
         assert!(outcome.streamed, "the stream path was not taken");
-        let hits: Vec<Hit> = hits.into_iter().map(|(h, _)| h).collect();
+        // Lines the searcher reported before it met the long line carry their terminator, which
+        // every consumer strips; stream windows never include it.
+        let hits: Vec<Hit> = hits
+            .into_iter()
+            .map(|(mut h, _)| {
+                if text[..h.window.end].ends_with(b"\n") {
+                    h.window.end -= 1;
+                }
+                h
+            })
+            .collect();
         let got: Vec<(u64, u64, bool)> =
             hits.iter().map(|h| (h.line, h.column, h.partial)).collect();
         assert_eq!(got, expected, "(line, column, partial)");

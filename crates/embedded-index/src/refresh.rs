@@ -6,6 +6,7 @@
 //! view misses submodules, nested repositories, `skip-worktree` files and ignore files that
 //! re-include what `.gitignore` excludes, and the walk sees them all.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use index_contract::UnixMillis;
@@ -46,6 +47,15 @@ pub struct RefreshReport {
     pub revision: String,
 }
 
+/// What a refresh looks at.
+#[derive(Debug, Clone, Copy)]
+enum Extent<'a> {
+    /// The whole selection.
+    Whole,
+    /// Only these repo-relative paths.
+    Paths(&'a [String]),
+}
+
 /// Files to read again and files to remove.
 #[derive(Debug, Default)]
 struct Diff {
@@ -56,12 +66,41 @@ struct Diff {
 impl EmbeddedIndex {
     /// The selection now, each file with the stamp the walk saw, in path order.
     pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
-        Ok(Selection::new(&self.root)
-            .threads(crate::threads(&self.config))
-            .collect(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
+        self.walk(Extent::Whole)
     }
 
-    fn diff(snap: &Snapshot, selected: &[(String, Stamp)]) -> Diff {
+    /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
+    /// walk restricted to some paths reads only their ancestor directories, with the same ignore
+    /// rules as a whole walk.
+    fn walk(&self, extent: Extent<'_>) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
+        let mut selection = Selection::new(&self.root).threads(crate::threads(&self.config));
+        if let Extent::Paths(paths) = extent {
+            if paths.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut dirs: HashSet<String> = HashSet::new();
+            for p in paths {
+                let mut at = p.as_str();
+                while let Some(i) = at.rfind('/') {
+                    at = &at[..i];
+                    if !dirs.insert(at.to_owned()) {
+                        break;
+                    }
+                }
+            }
+            let files: HashSet<String> = paths.iter().cloned().collect();
+            selection = selection.prune(move |rel, is_dir| {
+                if is_dir {
+                    dirs.contains(rel)
+                } else {
+                    files.contains(rel)
+                }
+            });
+        }
+        Ok(selection.collect(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
+    }
+
+    fn diff(snap: &Snapshot, selected: &[(String, Stamp)], extent: Extent<'_>) -> Diff {
         let mut d = Diff::default();
         let mut new = 0usize;
         for (path, stamp) in selected {
@@ -78,18 +117,31 @@ impl EmbeddedIndex {
                 }
             }
         }
-        // Every selected path that is not new is live; any other live path is gone.
-        if snap.live.len() > selected.len() - new {
-            let now: std::collections::HashSet<&str> =
-                selected.iter().map(|(p, _)| p.as_str()).collect();
-            d.removals = snap
-                .live
-                .keys()
-                .filter(|p| !now.contains(p.as_str()))
-                .cloned()
-                .collect();
-            d.removals.sort();
+        let now = || -> HashSet<&str> { selected.iter().map(|(p, _)| p.as_str()).collect() };
+        match extent {
+            // Only the named paths were looked at: of the rest, none is gone.
+            Extent::Paths(paths) => {
+                let now = now();
+                d.removals = paths
+                    .iter()
+                    .filter(|p| snap.live.contains_key(p.as_str()) && !now.contains(p.as_str()))
+                    .cloned()
+                    .collect();
+            }
+            // Every selected path that is not new is live; any other live path is gone.
+            Extent::Whole if snap.live.len() > selected.len() - new => {
+                let now = now();
+                d.removals = snap
+                    .live
+                    .keys()
+                    .filter(|p| !now.contains(p.as_str()))
+                    .cloned()
+                    .collect();
+            }
+            Extent::Whole => {}
         }
+        d.removals.sort();
+        d.removals.dedup();
         d
     }
 
@@ -103,6 +155,31 @@ impl EmbeddedIndex {
     pub fn refresh(
         &self,
         head: &str,
+        deadline: Option<Instant>,
+    ) -> Result<RefreshReport, EmbeddedIndexError> {
+        self.refresh_extent(head, Extent::Whole, deadline)
+    }
+
+    /// [`EmbeddedIndex::refresh`] for a host that knows every path that may have changed since the
+    /// last refresh (from file-system events, for example): only `paths` are looked at, so its cost
+    /// follows the change. A path that is no longer selected, or no longer exists, is removed.
+    ///
+    /// Files flagged racy elsewhere are not read again: that is sound only when the host would
+    /// have named any file written since it was read. With an empty `paths`, this only re-stamps
+    /// the commit when it is old or attests another `head`.
+    pub fn refresh_paths(
+        &self,
+        head: &str,
+        paths: &[String],
+        deadline: Option<Instant>,
+    ) -> Result<RefreshReport, EmbeddedIndexError> {
+        self.refresh_extent(head, Extent::Paths(paths), deadline)
+    }
+
+    fn refresh_extent(
+        &self,
+        head: &str,
+        extent: Extent<'_>,
         deadline: Option<Instant>,
     ) -> Result<RefreshReport, EmbeddedIndexError> {
         self.sync();
@@ -126,17 +203,17 @@ impl EmbeddedIndex {
                 });
             }
         }
-        let selected = self.walk_stamps()?;
-        if let Some(report) = self.fresh_without_writing(&selected, head) {
+        let selected = self.walk(extent)?;
+        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
             return Ok(report);
         }
         let _lock = self.lock(deadline)?;
         // Another process may have committed while this one waited: judge against the latest.
-        if let Some(report) = self.fresh_without_writing(&selected, head) {
+        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
             return Ok(report);
         }
         let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
-        let d = Self::diff(&snap, &selected);
+        let d = Self::diff(&snap, &selected, extent);
         let kind = if d.upserts.is_empty() && d.removals.is_empty() {
             RefreshKind::Touch
         } else {
@@ -161,10 +238,11 @@ impl EmbeddedIndex {
     fn fresh_without_writing(
         &self,
         selected: &[(String, Stamp)],
+        extent: Extent<'_>,
         head: &str,
     ) -> Option<RefreshReport> {
         let snap = self.snapshot()?;
-        let d = Self::diff(&snap, selected);
+        let d = Self::diff(&snap, selected, extent);
         let revision = snap.manifest.source_revision.clone()?;
         let same_head = Self::attests_head(&revision, head);
         let recent = snap.manifest.updated_at.is_some_and(|t| {

@@ -56,6 +56,44 @@ pub(crate) fn git_dir(root: &Path) -> Result<PathBuf, GitError> {
     git(root, &["rev-parse", "--absolute-git-dir"]).map(|b| PathBuf::from(line(b)))
 }
 
+/// The commit HEAD names, read from the git directory's files without running git (a query must
+/// not pay for a process); `git rev-parse` answers whatever the files do not (a ref storage other
+/// than files, a symbolic ref to a symbolic ref). `None` on an unborn branch.
+pub(crate) fn read_head(root: &Path, git_dir: &Path) -> Option<String> {
+    resolve_head_files(git_dir).or_else(|| head(root))
+}
+
+fn is_object_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn resolve_head_files(git_dir: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    let Some(name) = head.strip_prefix("ref: ") else {
+        return is_object_id(head).then(|| head.to_owned());
+    };
+    if !name.starts_with("refs/") || name.split('/').any(|c| c.is_empty() || c == "..") {
+        return None;
+    }
+    // A linked worktree keeps its branches in the common directory.
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map(|c| git_dir.join(c.trim()))
+        .unwrap_or_else(|| git_dir.to_path_buf());
+    for base in [git_dir, common.as_path()] {
+        if let Ok(id) = std::fs::read_to_string(base.join(name)) {
+            let id = id.trim();
+            return is_object_id(id).then(|| id.to_owned());
+        }
+    }
+    let packed = std::fs::read_to_string(common.join("packed-refs")).ok()?;
+    packed.lines().find_map(|line| {
+        let (id, r) = line.split_once(' ')?;
+        (r == name && is_object_id(id)).then(|| id.to_owned())
+    })
+}
+
 /// The commit HEAD names, or `None` on an unborn branch.
 pub(crate) fn head(root: &Path) -> Option<String> {
     git(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])

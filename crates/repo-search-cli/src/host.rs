@@ -6,7 +6,7 @@
 //! nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use embedded_index::{EmbeddedIndex, EmbeddedIndexError, RefreshKind};
@@ -16,6 +16,7 @@ use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, Rep
 use serde::Serialize;
 
 use crate::git::{self, GitError};
+use crate::watch::{Plan, Watcher};
 
 /// Why the host could not serve. Each maps to one fixed `Failure` (code, message, hint): no git,
 /// OS or backend text reaches a caller.
@@ -61,15 +62,28 @@ pub(crate) enum HostModes {
     LiteralOnly,
     /// `literal` and `indexed_literal`.
     Indexed,
+    /// `literal` and `indexed_literal`, kept fresh from file-system events: for a long-lived
+    /// host, whose queries then cost no walk when nothing changed.
+    Watching,
 }
 
 pub(crate) struct Host {
     pub(crate) root: PathBuf,
     /// `None` for a literal-only host.
+    git_dir: Option<PathBuf>,
+    /// `None` for a literal-only host.
     pub(crate) index: Option<Arc<EmbeddedIndex>>,
     pub(crate) index_dir: Option<PathBuf>,
     pub(crate) tool: RepoSearchTool,
+    /// `Some` for a watching host that could start a watcher.
+    watcher: Option<Arc<Watcher>>,
+    /// Serialises the refreshes of this host: a query that takes the watcher's changes must
+    /// commit them before another query may trust that nothing changed.
+    refreshing: Arc<Mutex<()>>,
 }
+
+/// How long a watching host waits for its cookie before it walks instead.
+const COOKIE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A directory to keep an index in: created if missing, and writable (a lock file can be opened
 /// for writing in it).
@@ -125,9 +139,12 @@ impl Host {
                 .map_err(|_| HostError::IndexFailed)?;
             return Ok(Host {
                 root,
+                git_dir: None,
                 index: None,
                 index_dir: None,
                 tool,
+                watcher: None,
+                refreshing: Arc::default(),
             });
         }
         let git_dir = git::git_dir(&root).map_err(|_| HostError::NotAWorktree)?;
@@ -168,12 +185,27 @@ impl Host {
         );
         let tool = RepoSearchTool::new(ops, &[SearchMode::Literal, SearchMode::IndexedLiteral])
             .map_err(|_| HostError::IndexFailed)?;
+        let watcher = (modes == HostModes::Watching)
+            .then(|| Watcher::start(&root, &git_dir, &index_dir))
+            .flatten()
+            .map(Arc::new);
         Ok(Host {
             root,
+            git_dir: Some(git_dir),
             index: Some(index),
             index_dir: Some(index_dir),
             tool,
+            watcher,
+            refreshing: Arc::default(),
         })
+    }
+
+    /// The commit HEAD names, or `unborn`.
+    fn head(&self) -> String {
+        self.git_dir
+            .as_deref()
+            .and_then(|g| git::read_head(&self.root, g))
+            .unwrap_or_else(|| "unborn".to_owned())
     }
 
     fn index(&self) -> Result<&Arc<EmbeddedIndex>, HostError> {
@@ -183,7 +215,7 @@ impl Host {
     /// Builds the whole index now (waiting for any other writer).
     pub(crate) fn rebuild(&self) -> Result<Refresh, HostError> {
         let index = self.index()?;
-        let head = git::head(&self.root).unwrap_or_else(|| "unborn".to_owned());
+        let head = self.head();
         let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
@@ -219,10 +251,38 @@ impl Host {
     pub(crate) async fn refresh(&self) -> Result<Refresh, HostError> {
         let index = self.index()?.clone();
         let root = self.root.clone();
+        let head = self.head();
+        let watcher = self.watcher.clone();
+        let refreshing = self.refreshing.clone();
         let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
         let report = tokio::task::spawn_blocking(move || {
-            let head = git::head(&root).unwrap_or_else(|| "unborn".to_owned());
-            index.refresh(&head, Some(deadline))
+            let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(w) = watcher else {
+                return index.refresh(&head, Some(deadline));
+            };
+            let report = match w.changes(COOKIE_TIMEOUT) {
+                Plan::Paths(paths) => index.refresh_paths(&head, &paths, Some(deadline)),
+                Plan::Full => {
+                    // Watch first, then walk: a write after the watch is an event, a write
+                    // before it is seen by the walk. A directory created in between is caught by
+                    // comparing the directories again, and walked by the next query.
+                    let selection = search_profile::Selection::new(&root);
+                    let dirs = selection.directories();
+                    w.track(&dirs);
+                    let report = index.refresh(&head, Some(deadline));
+                    let again = selection.directories();
+                    if again != dirs {
+                        w.track(&again);
+                        w.invalidate();
+                    }
+                    report
+                }
+            };
+            if report.is_err() {
+                // The changes this query took are not committed: the next one walks.
+                w.invalidate();
+            }
+            report
         })
         .await
         .map_err(|_| HostError::IndexFailed)??;

@@ -15,6 +15,7 @@ mod git;
 mod host;
 mod mcp;
 mod stdio;
+mod watch;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -253,7 +254,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = open_host(&location, host::HostModes::Indexed)?;
+            let host = open_host(&location, host::HostModes::Watching)?;
             mcp::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -167,6 +167,33 @@ impl Selection {
     }
 }
 
+impl Selection {
+    /// Every directory the walk enters (the root as `""`), in [`crate::PathKey`] order: the
+    /// directories whose changes can change the selection, for a host that watches them.
+    pub fn directories(&self) -> Vec<String> {
+        let found = Mutex::new(Vec::new());
+        let root = &self.root;
+        self.walker().build_parallel().run(|| {
+            let mut local = Flush {
+                local: Vec::new(),
+                found: &found,
+            };
+            Box::new(move |entry| {
+                if let Ok(entry) = entry
+                    && entry.file_type().is_some_and(|t| t.is_dir())
+                    && let Some(rel) = relative_path(root, entry.path())
+                {
+                    local.local.push(rel.into_owned());
+                }
+                ignore::WalkState::Continue
+            })
+        });
+        let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        v.sort_by(|a, b| crate::PathKey::compare(a, b));
+        v
+    }
+}
+
 /// What the walk hands a visitor.
 #[derive(Debug)]
 pub enum FileEntry<'a> {
@@ -222,6 +249,17 @@ mod tests {
             std::fs::write(p, "needle\n").unwrap();
         }
         assert_eq!(Selection::new(dir.path()).files(), expected);
+    }
+
+    #[test]
+    fn directories_are_the_ones_the_walk_enters() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        for d in ["a/b", "ignored/x", ".hidden", "GIT~1"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        std::fs::write(dir.path().join(".gitignore"), "ignored/\n").unwrap();
+        assert_eq!(Selection::new(dir.path()).directories(), ["", "a", "a/b"]);
     }
 
     #[test]

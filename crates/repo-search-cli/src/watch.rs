@@ -1,0 +1,316 @@
+//! The watching host: file-system events make a refresh cheap. They never replace it.
+//!
+//! A long-lived host (the MCP server) watches every directory the selection enters, the parents
+//! of the root (their ignore files apply too) and the index directory. Each query first writes a
+//! *cookie* file into the index directory and waits until its event arrives: events of one
+//! watcher arrive in order, so every write that completed before the query started has been seen
+//! by then (watchman's sync token). The query then takes what changed:
+//!
+//! - nothing: the index is current; the freshness gate still judges it;
+//! - only files: a refresh of just those paths ([`embedded_index::EmbeddedIndex::refresh_paths`]);
+//! - anything else (a directory created, removed or renamed; an ignore file anywhere; an event
+//!   queue overflow; a lost cookie; too many paths): the full stat-based refresh, after which
+//!   the watched directories are brought in line with the selection.
+//!
+//! Where no watcher can be made (no inotify, the watch limit reached), the host refreshes fully
+//! every time, exactly as the one-shot CLI does.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use notify::{Event, EventKind, RecursiveMode, Watcher as _};
+
+/// More changed paths than this are refreshed with one full walk: it is cheaper than a pruned
+/// walk per path, and an event storm (a checkout, a build) is usually one anyway.
+const MAX_TARGETED_PATHS: usize = 2000;
+
+/// The prefix of cookie files, which live in the index directory only.
+const COOKIE_PREFIX: &str = "cookie-";
+
+/// What a query must refresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Walk the whole selection, then [`Watcher::track`] its directories.
+    Full,
+    /// Only these repo-relative paths may have changed (possibly none).
+    Paths(Vec<String>),
+}
+
+/// What the event thread has seen since the last [`Watcher::changes`].
+#[derive(Debug, Default)]
+struct Seen {
+    /// Changed paths inside the root (absolute).
+    paths: BTreeSet<PathBuf>,
+    /// Something happened that only a full walk can account for.
+    full: bool,
+    /// Cookie names whose events arrived.
+    cookies: HashSet<String>,
+}
+
+/// The shared state between the event thread and queries.
+struct Shared {
+    root: PathBuf,
+    index_dir: PathBuf,
+    git_dir: PathBuf,
+    seen: Mutex<Seen>,
+    arrived: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn on_event(&self, event: notify::Result<Event>) {
+        let mut seen = self.lock();
+        let event = match event {
+            Ok(e) => e,
+            // An error from the watcher may mean lost events.
+            Err(_) => {
+                seen.full = true;
+                return;
+            }
+        };
+        if event.need_rescan() {
+            seen.full = true;
+        }
+        // Reading a file (ours included) is no change; a write shows as a modification.
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        let folder = matches!(
+            event.kind,
+            EventKind::Create(notify::event::CreateKind::Folder)
+                | EventKind::Remove(notify::event::RemoveKind::Folder)
+        );
+        for path in event.paths {
+            if let Ok(rest) = path.strip_prefix(&self.index_dir) {
+                // Our own index writes are not changes; cookies are the sync tokens.
+                if let Some(name) = rest.to_str().filter(|n| n.starts_with(COOKIE_PREFIX)) {
+                    seen.cookies.insert(name.to_owned());
+                    self.arrived.notify_all();
+                }
+                continue;
+            }
+            if path.starts_with(&self.git_dir) {
+                // Git's internals are never searched; HEAD is read at every query.
+                continue;
+            }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let ignore_file = matches!(name, ".gitignore" | ".ignore" | ".rgignore");
+            if !path.starts_with(&self.root) {
+                // Parents of the root matter only through their ignore files.
+                if ignore_file {
+                    seen.full = true;
+                }
+                continue;
+            }
+            if folder || ignore_file {
+                seen.full = true;
+            }
+            seen.paths.insert(path);
+        }
+    }
+}
+
+/// Watches a worktree for a long-lived host.
+pub(crate) struct Watcher {
+    shared: Arc<Shared>,
+    inner: Mutex<Inner>,
+    counter: AtomicU64,
+}
+
+struct Inner {
+    watcher: notify::RecommendedWatcher,
+    /// The selection's directories watched now (absolute), as [`Watcher::track`] set them; the
+    /// index directory and the root's parents are watched besides.
+    watched: HashSet<PathBuf>,
+}
+
+impl Watcher {
+    /// Starts watching the index directory (for cookies) and the parents of `root`. The
+    /// selection's directories are watched by the first [`Watcher::track`]; until then every
+    /// query plans a full refresh. `None` when no watcher can be made here.
+    pub(crate) fn start(root: &Path, git_dir: &Path, index_dir: &Path) -> Option<Watcher> {
+        let shared = Arc::new(Shared {
+            root: root.to_path_buf(),
+            index_dir: index_dir.to_path_buf(),
+            git_dir: git_dir.to_path_buf(),
+            seen: Mutex::new(Seen {
+                full: true,
+                ..Seen::default()
+            }),
+            arrived: Condvar::new(),
+        });
+        let handler = shared.clone();
+        let mut watcher =
+            notify::recommended_watcher(move |e: notify::Result<Event>| handler.on_event(e))
+                .ok()?;
+        watcher.watch(index_dir, RecursiveMode::NonRecursive).ok()?;
+        for parent in root.ancestors().skip(1) {
+            // A parent that cannot be watched (permissions) is read by every full walk anyway;
+            // its ignore files then count only from the next full refresh.
+            let _ = watcher.watch(parent, RecursiveMode::NonRecursive);
+        }
+        Some(Watcher {
+            shared,
+            inner: Mutex::new(Inner {
+                watcher,
+                watched: HashSet::new(),
+            }),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Watches exactly these repo-relative directories of the selection (plus what
+    /// [`Watcher::start`] watches). A directory that cannot be watched (the watch limit) makes
+    /// every later query plan a full refresh until one succeeds.
+    pub(crate) fn track(&self, dirs: &[String]) {
+        let root = &self.shared.root;
+        let wanted: HashSet<PathBuf> = dirs
+            .iter()
+            .map(|d| {
+                if d.is_empty() {
+                    root.clone()
+                } else {
+                    root.join(d)
+                }
+            })
+            .collect();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let Inner { watcher, watched } = &mut *inner;
+        let stale: Vec<PathBuf> = watched
+            .iter()
+            .filter(|w| !wanted.contains(*w))
+            .cloned()
+            .collect();
+        for w in stale {
+            let _ = watcher.unwatch(&w);
+            watched.remove(&w);
+        }
+        let mut failed = false;
+        for dir in wanted {
+            if watched.contains(&dir) {
+                continue;
+            }
+            if watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok() {
+                watched.insert(dir);
+            } else {
+                failed = true;
+            }
+        }
+        if failed {
+            self.shared.lock().full = true;
+        }
+    }
+
+    /// Forces the next plan to be a full refresh.
+    pub(crate) fn invalidate(&self) {
+        self.shared.lock().full = true;
+    }
+
+    /// Waits until every event of a write that completed before this call has arrived (or
+    /// `timeout` passes, which plans a full refresh), then takes what changed.
+    pub(crate) fn changes(&self, timeout: Duration) -> Plan {
+        let name = format!(
+            "{COOKIE_PREFIX}{}-{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
+        let cookie = self.shared.index_dir.join(&name);
+        let synced = std::fs::write(&cookie, b"").is_ok() && self.wait_for(&name, timeout);
+        let _ = std::fs::remove_file(&cookie);
+        let mut seen = self.shared.lock();
+        seen.cookies.remove(&name);
+        let paths = std::mem::take(&mut seen.paths);
+        let full = std::mem::take(&mut seen.full);
+        drop(seen);
+        if !synced || full || paths.len() > MAX_TARGETED_PATHS {
+            return Plan::Full;
+        }
+        let watched = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rel = Vec::with_capacity(paths.len());
+        for p in paths {
+            // A path that is a directory now, or was one we watched (renamed or removed), can
+            // change many files at once.
+            if watched.watched.contains(&p)
+                || std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir())
+            {
+                return Plan::Full;
+            }
+            match search_profile::relative_path(&self.shared.root, &p) {
+                Some(r) if !r.is_empty() => rel.push(r.into_owned()),
+                _ => return Plan::Full,
+            }
+        }
+        Plan::Paths(rel)
+    }
+
+    fn wait_for(&self, name: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut seen = self.shared.lock();
+        while !seen.cookies.contains(name) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            seen = self
+                .shared
+                .arrived
+                .wait_timeout(seen, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Plan, Watcher};
+    use std::time::Duration;
+
+    fn setup() -> (tempfile::TempDir, std::path::PathBuf, Watcher) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let git = root.join(".git");
+        let index = git.join("repo-search");
+        std::fs::create_dir_all(&index).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let w = Watcher::start(&root, &git, &index).unwrap();
+        w.track(&["".into(), "src".into()]);
+        // The first plan is always full: nothing was watched before.
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        (dir, root, w)
+    }
+
+    #[test]
+    fn a_completed_write_is_always_in_the_next_plan() {
+        let (_dir, root, w) = setup();
+        for i in 0..200 {
+            std::fs::write(root.join("src/a.rs"), format!("v{i}")).unwrap();
+            assert_eq!(
+                w.changes(Duration::from_secs(5)),
+                Plan::Paths(vec!["src/a.rs".into()]),
+                "write {i}"
+            );
+            assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        }
+    }
+
+    #[test]
+    fn directories_and_ignore_files_plan_a_full_refresh() {
+        let (_dir, root, w) = setup();
+        std::fs::create_dir(root.join("src/new")).unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        std::fs::write(root.join(".ignore"), "x\n").unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        std::fs::write(root.join(".git/index"), "git's own file").unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        w.invalidate();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+    }
+}

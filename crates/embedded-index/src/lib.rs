@@ -82,7 +82,9 @@ pub struct EmbeddedIndexConfig {
     /// Threads for the build and for verifying candidates; `None` uses the available parallelism.
     pub threads: Option<usize>,
     /// A build writes a segment each time this many (trigram, file) pairs have accumulated. This
-    /// bounds build memory: about 8 bytes per pair, plus a fixed 64 MiB table.
+    /// bounds build memory by the segment, not the corpus: about 12 bytes per pair (the files'
+    /// trigram lists, the sorted postings, the encoded bytes), plus the encoder's fixed 64 MiB
+    /// table. The default (4 Mi pairs) keeps a build under 128 MiB of heap whatever the corpus.
     pub pairs_per_segment: usize,
     /// Updates merge the small segments once there are more than this many.
     pub max_small_segments: usize,
@@ -92,7 +94,7 @@ impl Default for EmbeddedIndexConfig {
     fn default() -> Self {
         EmbeddedIndexConfig {
             threads: None,
-            pairs_per_segment: 24 << 20,
+            pairs_per_segment: 4 << 20,
             max_small_segments: 8,
         }
     }

@@ -22,6 +22,10 @@ pub(crate) struct SegmentEntry {
     pub(crate) docs: u32,
     /// Doc ids of this segment that later commits replaced or removed.
     pub(crate) deleted: Vec<u32>,
+    /// The segment file's identity (size, inode, mtime, ctime) right after it was written: while
+    /// it is unchanged, opening skips the checksum scan (see `Segment::open_committed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) identity: Option<[u64; 4]>,
 }
 
 /// The committed state.

@@ -226,6 +226,12 @@ pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<
     written
 }
 
+/// A file's identity as `stat` reports it: size, inode, mtime and ctime in nanoseconds.
+pub(crate) fn file_identity(m: &std::fs::Metadata) -> [u64; 4] {
+    let s = crate::write::stamp_of(m);
+    [s.len, s.ino, s.mtime_ns, s.ctime_ns]
+}
+
 /// A mapped, checked segment.
 pub(crate) struct Segment {
     map: Mmap,
@@ -257,6 +263,20 @@ impl Segment {
         name: &str,
         expected_crc: u32,
     ) -> Result<Segment, SegmentError> {
+        Segment::open_committed(dir, name, expected_crc, None)
+    }
+
+    /// [`Segment::open`], skipping the checksum scan of the whole file when the file's identity
+    /// (size, inode, mtime, ctime) is still the one its writer recorded in the manifest right
+    /// after writing it: then no byte of it was written since. Any write, copy, restore or
+    /// `touch` changes the identity, and the whole file is checked again. What this leaves to the
+    /// file system is silent media corruption, which changes no metadata.
+    pub(crate) fn open_committed(
+        dir: &search_profile::RootDir,
+        name: &str,
+        expected_crc: u32,
+        identity: Option<[u64; 4]>,
+    ) -> Result<Segment, SegmentError> {
         let file: File = dir.open_file(name).map_err(|e| match e {
             search_profile::OpenError::Io(e) => SegmentError::Io(e),
             search_profile::OpenError::Missing => {
@@ -279,7 +299,9 @@ impl Segment {
             return Err(SegmentError::Corrupt);
         }
         let crc = u32_at(b, end);
-        if crc != expected_crc || crc32fast::hash(&b[..end]) != crc {
+        let untouched =
+            identity.is_some_and(|id| file.metadata().is_ok_and(|m| file_identity(&m) == id));
+        if crc != expected_crc || (!untouched && crc32fast::hash(&b[..end]) != crc) {
             return Err(SegmentError::Corrupt);
         }
         // The header's offsets are checked in u64 before any is used: a crafted file whose crc the
@@ -639,6 +661,26 @@ mod tests {
             damaged[at] ^= 0x20;
             assert_corrupt(open_bytes(&damaged, crc), &format!("byte {at} flipped"));
         }
+    }
+
+    #[test]
+    fn a_byte_written_after_the_commit_is_caught_though_the_scan_is_skipped_when_untouched() {
+        let (bytes, crc) = encode(&sample_docs());
+        let dir = tempfile::tempdir().unwrap();
+        write_durably(dir.path(), "seg", &bytes).unwrap();
+        let root = RootDir::open(dir.path()).unwrap();
+        let identity = super::file_identity(&std::fs::metadata(dir.path().join("seg")).unwrap());
+        // Untouched: opens with the recorded identity.
+        assert!(Segment::open_committed(&root, "seg", crc, Some(identity)).is_ok());
+        // Any later write changes the identity (ctime at least), so the scan runs and fails.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut damaged = bytes.clone();
+        damaged[HEADER + 2] ^= 0x20;
+        std::fs::write(dir.path().join("seg"), &damaged).unwrap();
+        assert_corrupt(
+            Segment::open_committed(&root, "seg", crc, Some(identity)),
+            "a byte flipped after the commit",
+        );
     }
 
     #[test]

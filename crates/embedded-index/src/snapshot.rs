@@ -62,7 +62,12 @@ impl Snapshot {
             });
             let seg = match reused {
                 Some(seg) => seg,
-                None => Arc::new(Segment::open(dir, &entry.file, entry.crc32)?),
+                None => Arc::new(Segment::open_committed(
+                    dir,
+                    &entry.file,
+                    entry.crc32,
+                    entry.identity,
+                )?),
             };
             if seg.n_docs() != entry.docs {
                 return Err(SegmentError::Corrupt);

@@ -199,6 +199,7 @@ impl EmbeddedIndex {
             let (bytes, crc) = enc.encode(batch);
             crate::segment::write_durably(self.dir().path(), &file, &bytes)?;
             entries.push(SegmentEntry {
+                identity: self.identity_of(&file),
                 file,
                 crc32: crc,
                 docs: batch.len() as u32,
@@ -220,6 +221,13 @@ impl EmbeddedIndex {
         }
         flush(&mut batch, &mut entries)?;
         Ok(entries)
+    }
+
+    /// The identity of a segment this writer has just written durably.
+    fn identity_of(&self, file: &str) -> Option<[u64; 4]> {
+        std::fs::symlink_metadata(self.dir().path().join(file))
+            .ok()
+            .map(|m| crate::segment::file_identity(&m))
     }
 
     /// Indexes every selected file and commits it as `source_revision`, replacing whatever was
@@ -382,6 +390,7 @@ impl EmbeddedIndex {
             .map(|(_, e)| e)
             .collect();
         out.push(SegmentEntry {
+            identity: self.identity_of(&file),
             file,
             crc32: crc,
             docs: docs.len() as u32,

@@ -260,6 +260,29 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         }
         cli_times.push(median(t));
     }
+    // The MCP server as an agent sees it, on the CLI's index.
+    let probe = Command::new(bin.join("mcp-probe"))
+        .arg(&cli)
+        .arg(&dir)
+        .arg(&cli_dir)
+        .arg("SYSCALL_DEFINE3(fchmodat")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !probe.status.success() {
+        return Err(format!(
+            "mcp-probe failed: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        ));
+    }
+    let mcp = String::from_utf8_lossy(&probe.stdout).into_owned();
+    let mcp_field = |name: &str| -> f64 {
+        let key = format!("\"{name}\":");
+        mcp.split(&key)
+            .nth(1)
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("\nembedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run");
     println!(
@@ -326,6 +349,31 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     );
     println!(
         "{:<44} {:>12.1}",
+        "MCP indexed_literal, nothing changed, p50 ms",
+        mcp_field("unchanged_p50_ms")
+    );
+    println!(
+        "{:<44} {:>12.1}",
+        "MCP indexed_literal, nothing changed, p95 ms",
+        mcp_field("unchanged_p95_ms")
+    );
+    println!(
+        "{:<44} {:>12.1}",
+        "MCP indexed_literal after a write, p50 ms",
+        mcp_field("after_write_p50_ms")
+    );
+    println!(
+        "{:<44} {:>12.0}",
+        "MCP writes missed (must be 0)",
+        mcp_field("after_write_misses")
+    );
+    row(
+        "MCP literal call, p50 ms (peer: rg -l)",
+        mcp_field("literal_p50_ms"),
+        peers[0].2,
+    );
+    println!(
+        "{:<44} {:>12.1}",
         "repo-search first use (full build), ms", first
     );
     println!(
@@ -345,5 +393,6 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         field("query_peak_heap_mib")
     );
     println!("raw: {}", ours.trim());
+    println!("raw mcp: {}", mcp.trim());
     Ok(())
 }

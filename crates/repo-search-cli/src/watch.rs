@@ -301,6 +301,32 @@ mod tests {
         }
     }
 
+    /// The kernel's event queue overflowing (inotify's `IN_Q_OVERFLOW`, which notify reports as a
+    /// rescan flag) or any watcher error means events were lost: the next plan walks.
+    #[test]
+    fn an_event_queue_overflow_or_a_watcher_error_plans_a_full_refresh() {
+        let (_dir, root, w) = setup();
+        std::fs::write(root.join("src/a.rs"), "x").unwrap();
+        w.shared.on_event(Ok(
+            notify::Event::new(notify::EventKind::Other).set_flag(notify::event::Flag::Rescan)
+        ));
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        w.shared
+            .on_event(Err(notify::Error::generic("the watch limit was reached")));
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+    }
+
+    /// More changed paths than a targeted refresh handles well: one full walk instead.
+    #[test]
+    fn an_event_storm_plans_a_full_refresh() {
+        let (_dir, root, w) = setup();
+        for i in 0..=super::MAX_TARGETED_PATHS {
+            std::fs::write(root.join(format!("src/f{i}.rs")), "x").unwrap();
+        }
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+    }
+
     #[test]
     fn directories_and_ignore_files_plan_a_full_refresh() {
         let (_dir, root, w) = setup();

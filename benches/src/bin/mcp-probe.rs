@@ -1,0 +1,131 @@
+//! Times `repo-search mcp` as an agent sees it: `tools/call` latencies over stdio on one
+//! worktree, for `cargo xtask bench --corpus linux`.
+//!
+//! `mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY` prints one JSON object:
+//! - `unchanged_p50_ms`, `unchanged_p95_ms`: `indexed_literal` calls with nothing changed;
+//! - `after_write_p50_ms`, `after_write_p95_ms`: a file written just before each call, whose
+//!   marker the call must find (`after_write_misses` counts the calls that did not);
+//! - `literal_p50_ms`: `literal` calls of the rare query.
+//!
+//! The probe writes one scratch file at the root and removes it at the end.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+struct Server {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Server {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").expect("write to the server");
+        self.stdin.flush().expect("flush");
+        loop {
+            let mut reply = String::new();
+            if self.stdout.read_line(&mut reply).expect("read") == 0 {
+                panic!("the server closed its output");
+            }
+            let v: Value = serde_json::from_str(&reply).expect("a JSON reply");
+            if v["id"] == json!(self.next) {
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, arguments: Value) -> (f64, Value) {
+        let started = Instant::now();
+        let v = self.request(
+            "tools/call",
+            json!({"name": "repo_search", "arguments": arguments}),
+        );
+        (started.elapsed().as_secs_f64() * 1000.0, v)
+    }
+}
+
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [bin, root, index_dir, rare] = &args[..] else {
+        eprintln!("usage: mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY");
+        std::process::exit(2);
+    };
+    let mut child = Command::new(bin)
+        .args(["mcp", "--root", root, "--index-dir", index_dir])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start repo-search mcp");
+    let mut server = Server {
+        stdin: child.stdin.take().expect("stdin"),
+        stdout: BufReader::new(child.stdout.take().expect("stdout")),
+        child,
+        next: 0,
+    };
+    server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "mcp-probe", "version": "0"}}),
+    );
+    writeln!(
+        server.stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write");
+    let indexed = |q: &str| json!({"query": q, "mode": "indexed_literal", "max_results": 100});
+    // Warm up: the first call may build or walk.
+    for _ in 0..3 {
+        server.call(indexed(rare));
+    }
+    let unchanged: Vec<f64> = (0..31).map(|_| server.call(indexed(rare)).0).collect();
+    let scratch = Path::new(root).join("repo-search-probe-scratch.txt");
+    let mut after_write = Vec::new();
+    let mut misses = 0;
+    for i in 0..31 {
+        let marker = format!("probe_marker_{i}_{}", std::process::id());
+        std::fs::write(&scratch, format!("{marker}\n")).expect("write the scratch file");
+        let (ms, v) = server.call(indexed(&marker));
+        let hits = v["result"]["structuredContent"]["hits"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if hits != 1 {
+            misses += 1;
+        }
+        after_write.push(ms);
+    }
+    let _ = std::fs::remove_file(&scratch);
+    let literal: Vec<f64> = (0..11)
+        .map(|_| {
+            server
+                .call(json!({"query": rare, "mode": "literal", "max_results": 100}))
+                .0
+        })
+        .collect();
+    drop(server.stdin);
+    let _ = server.child.wait();
+    println!(
+        "{}",
+        json!({
+            "unchanged_p50_ms": percentile(unchanged.clone(), 0.5),
+            "unchanged_p95_ms": percentile(unchanged, 0.95),
+            "after_write_p50_ms": percentile(after_write.clone(), 0.5),
+            "after_write_p95_ms": percentile(after_write, 0.95),
+            "after_write_misses": misses,
+            "literal_p50_ms": percentile(literal, 0.5),
+        })
+    );
+}

@@ -46,6 +46,34 @@ fn line(bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim().to_owned()
 }
 
+/// The worktree containing `dir` and its git directory, found as git finds them (the nearest
+/// ancestor holding `.git`, a directory or a `gitdir:` file) without running git: a query must not
+/// pay for two processes. Anything unusual is asked of git itself.
+pub(crate) fn discover(dir: &Path) -> Result<(PathBuf, PathBuf), GitError> {
+    for at in dir.ancestors() {
+        let dot_git = at.join(".git");
+        let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+            continue;
+        };
+        if meta.is_dir() && dot_git.join("HEAD").is_file() {
+            return Ok((at.to_path_buf(), dot_git));
+        }
+        if meta.is_file()
+            && let Ok(text) = std::fs::read_to_string(&dot_git)
+            && let Some(target) = text.trim().strip_prefix("gitdir: ")
+        {
+            let git_dir = at.join(target);
+            if git_dir.join("HEAD").is_file() {
+                return Ok((at.to_path_buf(), git_dir));
+            }
+        }
+        break;
+    }
+    let root = toplevel(dir)?;
+    let git_dir = git_dir(&root)?;
+    Ok((root, git_dir))
+}
+
 /// The worktree's top directory.
 pub(crate) fn toplevel(dir: &Path) -> Result<PathBuf, GitError> {
     git(dir, &["rev-parse", "--show-toplevel"]).map(|b| PathBuf::from(line(b)))

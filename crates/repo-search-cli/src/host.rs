@@ -131,8 +131,11 @@ impl Host {
         if !dir.is_dir() {
             return Err(HostError::MissingRoot);
         }
-        let root = git::toplevel(&dir).map_err(|_: GitError| HostError::NotAWorktree)?;
+        let (root, git_dir) = git::discover(&dir).map_err(|_: GitError| HostError::NotAWorktree)?;
         let root = root.canonicalize().map_err(|_| HostError::NotAWorktree)?;
+        let git_dir = git_dir
+            .canonicalize()
+            .map_err(|_| HostError::NotAWorktree)?;
         let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| HostError::MissingRoot)?);
         if modes == HostModes::LiteralOnly {
             let tool = RepoSearchTool::new(fallback, &[SearchMode::Literal])
@@ -147,7 +150,6 @@ impl Host {
                 refreshing: Arc::default(),
             });
         }
-        let git_dir = git::git_dir(&root).map_err(|_| HostError::NotAWorktree)?;
         let index_dir = match index_dir {
             Some(d) => {
                 if !usable_dir(d) {

@@ -287,14 +287,21 @@ impl EmbeddedIndex {
         }
     }
 
-    /// The paths the committed index holds, sorted.
+    /// The paths the committed index holds, in path order (component by component).
     pub fn indexed_paths(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .snapshot()
-            .map(|s| s.live.keys().cloned().collect())
-            .unwrap_or_default();
-        v.sort();
-        v
+        self.snapshot()
+            .map(|s| s.live_docs().map(|(p, _, _)| p.to_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many files the committed index holds.
+    pub fn len(&self) -> usize {
+        self.snapshot().map_or(0, |s| s.live_count())
+    }
+
+    /// Whether the committed index holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The files the index would hold if built now: the literal search's selection, in path
@@ -307,7 +314,7 @@ impl EmbeddedIndex {
 
     /// Whether the committed index holds `path`.
     pub fn contains(&self, path: &str) -> bool {
-        self.snapshot().is_some_and(|s| s.live.contains_key(path))
+        self.snapshot().is_some_and(|s| s.find(path).is_some())
     }
 
     /// Indexes the whole worktree and commits it as `source_revision`, replacing whatever was

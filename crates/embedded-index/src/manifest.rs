@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// The file name of the committed manifest.
 pub(crate) const MANIFEST: &str = "MANIFEST";
-/// The manifest format this version writes and reads. Format 2 holds segments with per-doc
-/// stamps (segment magic `\x03`).
-pub(crate) const FORMAT: u32 = 2;
+/// The manifest format this version writes and reads. Format 3 holds segments with per-doc
+/// stamps, docs in path order (segment magic `\x03`), and each segment's committed identity.
+pub(crate) const FORMAT: u32 = 3;
 /// A manifest larger than this is damage, not an index: it is refused before it is read.
 const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 

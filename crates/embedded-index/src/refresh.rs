@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use index_contract::UnixMillis;
-use search_profile::Selection;
+use search_profile::{PathKey, Selection};
 
 use crate::segment::{Stamp, flags};
 use crate::snapshot::Snapshot;
@@ -102,46 +102,53 @@ impl EmbeddedIndex {
 
     fn diff(snap: &Snapshot, selected: &[(String, Stamp)], extent: Extent<'_>) -> Diff {
         let mut d = Diff::default();
-        let mut new = 0usize;
-        for (path, stamp) in selected {
-            match snap.live.get(path) {
-                Some(&(si, id)) => {
-                    let meta = snap.segments[si].meta(id);
-                    if meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0 {
-                        d.upserts.push((path.clone(), *stamp));
-                    }
-                }
-                None => {
-                    new += 1;
-                    d.upserts.push((path.clone(), *stamp));
-                }
-            }
-        }
-        let now = || -> HashSet<&str> { selected.iter().map(|(p, _)| p.as_str()).collect() };
+        let changed = |si: usize, id: u32, stamp: &Stamp| {
+            let meta = snap.segments[si].meta(id);
+            meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0
+        };
         match extent {
             // Only the named paths were looked at: of the rest, none is gone.
             Extent::Paths(paths) => {
-                let now = now();
+                for (path, stamp) in selected {
+                    match snap.find(path) {
+                        Some((si, id)) if !changed(si, id, stamp) => {}
+                        _ => d.upserts.push((path.clone(), *stamp)),
+                    }
+                }
+                let now: HashSet<&str> = selected.iter().map(|(p, _)| p.as_str()).collect();
                 d.removals = paths
                     .iter()
-                    .filter(|p| snap.live.contains_key(p.as_str()) && !now.contains(p.as_str()))
+                    .filter(|p| !now.contains(p.as_str()) && snap.find(p).is_some())
                     .cloned()
                     .collect();
+                d.removals.sort();
+                d.removals.dedup();
             }
-            // Every selected path that is not new is live; any other live path is gone.
-            Extent::Whole if snap.live.len() > selected.len() - new => {
-                let now = now();
-                d.removals = snap
-                    .live
-                    .keys()
-                    .filter(|p| !now.contains(p.as_str()))
-                    .cloned()
-                    .collect();
+            // Both sides are in path order: one merge-join, no map of the corpus.
+            Extent::Whole => {
+                let mut live = snap.live_docs().peekable();
+                for (path, stamp) in selected {
+                    while let Some(&(p, _, _)) = live.peek() {
+                        if PathKey::compare(p, path) == std::cmp::Ordering::Less {
+                            d.removals.push(p.to_owned());
+                            live.next();
+                        } else {
+                            break;
+                        }
+                    }
+                    match live.peek() {
+                        Some(&(p, si, id)) if p == path => {
+                            live.next();
+                            if changed(si, id, stamp) {
+                                d.upserts.push((path.clone(), *stamp));
+                            }
+                        }
+                        _ => d.upserts.push((path.clone(), *stamp)),
+                    }
+                }
+                d.removals.extend(live.map(|(p, _, _)| p.to_owned()));
             }
-            Extent::Whole => {}
         }
-        d.removals.sort();
-        d.removals.dedup();
         d
     }
 

@@ -345,6 +345,15 @@ impl Segment {
         Ok(seg)
     }
 
+    /// Whether the docs are in strictly increasing path order, as every writer puts them: a
+    /// snapshot binary-searches them, so it refuses a segment that is not.
+    pub(crate) fn is_in_path_order(&self) -> bool {
+        (1..self.n_docs).all(|i| {
+            search_profile::PathKey::compare(self.path(i - 1), self.path(i))
+                == std::cmp::Ordering::Less
+        })
+    }
+
     pub(crate) fn n_docs(&self) -> u32 {
         self.n_docs
     }
@@ -362,6 +371,21 @@ impl Segment {
         let base = self.paths_off + (self.n_docs as usize + 1) * 4;
         let (s, e) = self.path_range(id);
         std::str::from_utf8(&self.map[base + s..base + e]).unwrap_or("")
+    }
+
+    /// The doc holding `path`, by binary search: docs are in path order (checked by the snapshot
+    /// that maps the segment).
+    pub(crate) fn find_path(&self, path: &str) -> Option<u32> {
+        let (mut lo, mut hi) = (0u32, self.n_docs);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match search_profile::PathKey::compare(self.path(mid), path) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
     }
 
     /// The metadata of doc `id` (< n_docs).

@@ -1,7 +1,10 @@
 //! Committed versions: loading a manifest and its segments, and noticing another process's commit.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
+
+use search_profile::PathKey;
 
 use index_contract::{IndexState, IndexStatus, UnixMillis};
 use search_profile::RootDir;
@@ -14,8 +17,8 @@ pub(crate) struct Snapshot {
     pub(crate) manifest: Manifest,
     pub(crate) segments: Vec<Arc<Segment>>,
     pub(crate) deleted: Vec<HashSet<u32>>,
-    /// Live path → (segment, doc).
-    pub(crate) live: HashMap<String, (usize, u32)>,
+    /// How many docs are live, over all segments.
+    live_count: usize,
 }
 
 /// Why no committed version could be loaded.
@@ -37,8 +40,68 @@ impl Snapshot {
             manifest: Manifest::empty(),
             segments: Vec::new(),
             deleted: Vec::new(),
-            live: HashMap::new(),
+            live_count: 0,
         }
+    }
+
+    /// The live copy of `path`: (segment, doc). Each segment holds its docs in path order, so
+    /// this is a binary search per segment, newest first; a path is live in at most one.
+    pub(crate) fn find(&self, path: &str) -> Option<(usize, u32)> {
+        for (si, seg) in self.segments.iter().enumerate().rev() {
+            if let Some(id) = seg.find_path(path)
+                && !self.deleted[si].contains(&id)
+            {
+                return Some((si, id));
+            }
+        }
+        None
+    }
+
+    /// How many docs are live.
+    pub(crate) fn live_count(&self) -> usize {
+        self.live_count
+    }
+
+    /// Every live doc as (path, segment, doc), in path order: a k-way merge of the segments,
+    /// which hold their docs in path order. No path is copied.
+    pub(crate) fn live_docs(&self) -> impl Iterator<Item = (&str, usize, u32)> + '_ {
+        struct Head<'a>(&'a str, usize, u32);
+        impl PartialEq for Head<'_> {
+            fn eq(&self, o: &Self) -> bool {
+                self.cmp(o).is_eq()
+            }
+        }
+        impl Eq for Head<'_> {}
+        impl PartialOrd for Head<'_> {
+            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(o))
+            }
+        }
+        impl Ord for Head<'_> {
+            fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+                PathKey::compare(self.0, o.0).then(self.1.cmp(&o.1))
+            }
+        }
+        let next_live = move |si: usize, mut id: u32| -> Option<Head<'_>> {
+            let seg = &self.segments[si];
+            while id < seg.n_docs() {
+                if !self.deleted[si].contains(&id) {
+                    return Some(Head(seg.path(id), si, id));
+                }
+                id += 1;
+            }
+            None
+        };
+        let mut heap: BinaryHeap<Reverse<Head<'_>>> = (0..self.segments.len())
+            .filter_map(|si| next_live(si, 0).map(Reverse))
+            .collect();
+        std::iter::from_fn(move || {
+            let Reverse(Head(path, si, id)) = heap.pop()?;
+            if let Some(h) = next_live(si, id + 1) {
+                heap.push(Reverse(h));
+            }
+            Some((path, si, id))
+        })
     }
 
     /// Maps and checks the manifest's segments. Segments already mapped (and checked) by
@@ -51,7 +114,7 @@ impl Snapshot {
     ) -> Result<Snapshot, SegmentError> {
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut deleted = Vec::with_capacity(manifest.segments.len());
-        let mut live = HashMap::new();
+        let mut live_count = 0usize;
         for (si, entry) in manifest.segments.iter().enumerate() {
             let reused = previous.and_then(|p| {
                 p.manifest
@@ -60,6 +123,7 @@ impl Snapshot {
                     .position(|e| e.file == entry.file && e.crc32 == entry.crc32)
                     .map(|i| p.segments[i].clone())
             });
+            let reused_none = reused.is_none();
             let seg = match reused {
                 Some(seg) => seg,
                 None => Arc::new(Segment::open_committed(
@@ -69,15 +133,15 @@ impl Snapshot {
                     entry.identity,
                 )?),
             };
-            if seg.n_docs() != entry.docs {
+            if seg.n_docs() != entry.docs || (reused_none && !seg.is_in_path_order()) {
                 return Err(SegmentError::Corrupt);
             }
             let del: HashSet<u32> = entry.deleted.iter().copied().collect();
-            for id in 0..seg.n_docs() {
-                if !del.contains(&id) {
-                    live.insert(seg.path(id).to_owned(), (si, id));
-                }
+            if del.iter().any(|&id| id >= seg.n_docs()) {
+                return Err(SegmentError::Corrupt);
             }
+            live_count += seg.n_docs() as usize - del.len();
+            let _ = si;
             segments.push(seg);
             deleted.push(del);
         }
@@ -85,7 +149,7 @@ impl Snapshot {
             manifest,
             segments,
             deleted,
-            live,
+            live_count,
         })
     }
 

@@ -312,7 +312,7 @@ impl EmbeddedIndex {
         m.generation += 1;
         let mut entries = m.segments.clone();
         for path in upserts.iter().map(|(p, _)| p).chain(removals) {
-            if let Some(&(si, id)) = snap.live.get(path)
+            if let Some((si, id)) = snap.find(path)
                 && !entries[si].deleted.contains(&id)
             {
                 entries[si].deleted.push(id);
@@ -380,6 +380,8 @@ impl EmbeddedIndex {
                 }
             }
         }
+        // A segment holds its docs in path order; the merged ones come from several.
+        docs.sort_by(|a, b| search_profile::PathKey::compare(&a.path, &b.path));
         let file = format!("seg-{generation}-{}-merged.idx", unique_suffix());
         let (bytes, crc) = Encoder::new().encode(&docs);
         crate::segment::write_durably(self.dir().path(), &file, &bytes)?;

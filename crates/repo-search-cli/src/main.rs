@@ -232,7 +232,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 "root": host.root,
                 "index_dir": index_dir,
                 "status": status,
-                "files": index.indexed_paths().len(),
+                "files": index.len(),
             });
             if json {
                 println!("{body}");

@@ -18,7 +18,7 @@ fn corpus(files: usize) -> tempfile::TempDir {
             x ^= x >> 7;
             x ^= x << 17;
             text.push_str(&format!("ident_{:x} ", x % 1_000_003));
-            if x % 9 == 0 {
+            if x.is_multiple_of(9) {
                 text.push('\n');
             }
         }

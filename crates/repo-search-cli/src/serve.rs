@@ -302,6 +302,22 @@ mod tests {
     }
 
     #[test]
+    fn a_served_score_is_the_very_number_the_server_printed() {
+        // Without `float_roundtrip`, serde_json may parse a number one unit in the last place
+        // away, and `search --json` then printed a different score through a server.
+        for text in ["0.9725490196078431", "0.7725490196078431", "0.1", "1e-300"] {
+            let score: f64 = text.parse().unwrap();
+            let line = json!({ "ok": { "score": score } }).to_string();
+            let got = read_reply(line.as_bytes()).unwrap().unwrap();
+            assert_eq!(
+                got["score"].as_f64().unwrap().to_bits(),
+                score.to_bits(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn a_served_error_keeps_its_code_and_message() {
         let wire = WireError {
             code: ErrorCode::Untrusted,

@@ -149,7 +149,7 @@ fn index_location(root: &Path, index_dir: Option<&Path>) -> Result<(PathBuf, Pat
             if usable_dir(&in_git) {
                 in_git
             } else {
-                cache_dir(&root)
+                cache_dir(root)
                     .filter(|d| usable_dir(d))
                     .ok_or(HostError::IndexDirUnusable)?
             }

@@ -3,7 +3,8 @@
 //! `repo-search search QUERY` brings the embedded index up to date with the worktree (a full
 //! build on first use, an incremental update from git after that) and answers in
 //! `indexed_literal` mode; `--mode literal` scans the worktree instead. `repo-search mcp` serves
-//! the same `repo_search` tool to an agent over stdio.
+//! the same `repo_search` tool to an agent over stdio. `repo-search serve` keeps a watching host
+//! on a socket in the index directory; `search` asks it first when one runs, and never starts it.
 //!
 //! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
 //! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the

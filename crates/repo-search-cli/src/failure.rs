@@ -39,22 +39,32 @@ pub(crate) enum Failure {
     SchemaUnavailable,
     /// The MCP session could not start, or ended on an error.
     Mcp,
+    /// `repo-search serve` could not take its lock or listen on its socket in the index
+    /// directory.
+    ServeUnavailable,
+    /// Another `repo-search serve` already serves this index directory.
+    ServerRunning,
+    /// A line sent to `repo-search serve` is not a request.
+    ServeRequest,
 }
 
 impl Failure {
     /// The failure's code.
     pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            Failure::RootUnreadable | Failure::NotAWorktree | Failure::Usage => {
-                ErrorCode::Unsupported
-            }
+            Failure::RootUnreadable
+            | Failure::NotAWorktree
+            | Failure::Usage
+            | Failure::ServerRunning
+            | Failure::ServeRequest => ErrorCode::Unsupported,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
             Failure::IndexDirUnusable
             | Failure::IndexUnopenable
             | Failure::RebuildFailed
             | Failure::Runtime
             | Failure::SchemaUnavailable
-            | Failure::Mcp => ErrorCode::Failed,
+            | Failure::Mcp
+            | Failure::ServeUnavailable => ErrorCode::Failed,
             Failure::RefreshFailed(code) => *code,
             Failure::Tool(e) => e.code,
             Failure::Setup(e) => e.code(),
@@ -81,6 +91,13 @@ impl Failure {
             Failure::Runtime => "the async runtime could not start",
             Failure::SchemaUnavailable => "the schema could not be worked out",
             Failure::Mcp => "the MCP session failed",
+            Failure::ServeUnavailable => {
+                "the server could not lock or listen in the index directory"
+            }
+            Failure::ServerRunning => "another `repo-search serve` already serves this index",
+            Failure::ServeRequest => {
+                "the request is not one line of JSON with an `arguments` object, under 1 MiB"
+            }
         };
         fixed.to_owned()
     }
@@ -105,6 +122,13 @@ impl Failure {
             Failure::Runtime | Failure::SchemaUnavailable | Failure::Mcp => {
                 "retry; if it persists, report it"
             }
+            Failure::ServeUnavailable => {
+                "check that the index directory is writable, or pass --index-dir"
+            }
+            Failure::ServerRunning => {
+                "use the running server (`repo-search search` asks it), or stop it first"
+            }
+            Failure::ServeRequest => "send `{\"arguments\": {…}}` and a newline per request",
         }
     }
 

@@ -118,6 +118,65 @@ fn cache_dir(root: &Path) -> Option<PathBuf> {
     )))
 }
 
+/// The worktree's canonical top directory for a directory inside it.
+fn worktree_root(dir: &Path) -> Result<(PathBuf, PathBuf), HostError> {
+    let dir = dir.canonicalize().map_err(|_| HostError::MissingRoot)?;
+    if !dir.is_dir() {
+        return Err(HostError::MissingRoot);
+    }
+    let (root, git_dir) = git::discover(&dir).map_err(|_: GitError| HostError::NotAWorktree)?;
+    let root = root.canonicalize().map_err(|_| HostError::NotAWorktree)?;
+    let git_dir = git_dir
+        .canonicalize()
+        .map_err(|_| HostError::NotAWorktree)?;
+    Ok((root, git_dir))
+}
+
+/// The directory the index of the worktree at `root` lives in (created if missing):
+/// `index_dir` when given, else `<git-dir>/repo-search`, else the user's cache directory.
+fn index_location(
+    root: &Path,
+    git_dir: &Path,
+    index_dir: Option<&Path>,
+) -> Result<PathBuf, HostError> {
+    let index_dir = match index_dir {
+        Some(d) => {
+            if !usable_dir(d) {
+                return Err(HostError::IndexDirUnusable);
+            }
+            let d = d.canonicalize().map_err(|_| HostError::IndexDirUnusable)?;
+            // The index must never be searchable itself.
+            if d.starts_with(root) && !d.starts_with(git_dir) {
+                return Err(HostError::IndexDirInsideWorktree);
+            }
+            d
+        }
+        None => {
+            let in_git = git_dir.join("repo-search");
+            if usable_dir(&in_git) {
+                in_git
+            } else {
+                cache_dir(root)
+                    .filter(|d| usable_dir(d))
+                    .ok_or(HostError::IndexDirUnusable)?
+            }
+        }
+    };
+    Ok(index_dir)
+}
+
+/// The worktree root and index directory a host for `dir` would use, worked out and checked
+/// exactly as [`Host::open`] does, without opening the index: a client of `repo-search serve`
+/// finds the server's socket there.
+pub(crate) fn locate(
+    dir: &Path,
+    index_dir: Option<&Path>,
+) -> Result<(PathBuf, PathBuf), HostError> {
+    let (root, git_dir) = worktree_root(dir)?;
+    let index_dir = index_location(&root, &git_dir, index_dir)?;
+    Ok((root, index_dir))
+}
+
 impl Host {
     /// Opens the host for the worktree containing `dir`. An indexed host keeps its index in
     /// `index_dir`, or by default in this worktree's git directory (`<git-dir>/repo-search`),
@@ -127,15 +186,7 @@ impl Host {
         index_dir: Option<&Path>,
         modes: HostModes,
     ) -> Result<Host, HostError> {
-        let dir = dir.canonicalize().map_err(|_| HostError::MissingRoot)?;
-        if !dir.is_dir() {
-            return Err(HostError::MissingRoot);
-        }
-        let (root, git_dir) = git::discover(&dir).map_err(|_: GitError| HostError::NotAWorktree)?;
-        let root = root.canonicalize().map_err(|_| HostError::NotAWorktree)?;
-        let git_dir = git_dir
-            .canonicalize()
-            .map_err(|_| HostError::NotAWorktree)?;
+        let (root, git_dir) = worktree_root(dir)?;
         let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| HostError::MissingRoot)?);
         if modes == HostModes::LiteralOnly {
             let tool = RepoSearchTool::new(fallback, &[SearchMode::Literal])
@@ -150,29 +201,7 @@ impl Host {
                 refreshing: Arc::default(),
             });
         }
-        let index_dir = match index_dir {
-            Some(d) => {
-                if !usable_dir(d) {
-                    return Err(HostError::IndexDirUnusable);
-                }
-                let d = d.canonicalize().map_err(|_| HostError::IndexDirUnusable)?;
-                // The index must never be searchable itself.
-                if d.starts_with(&root) && !d.starts_with(&git_dir) {
-                    return Err(HostError::IndexDirInsideWorktree);
-                }
-                d
-            }
-            None => {
-                let in_git = git_dir.join("repo-search");
-                if usable_dir(&in_git) {
-                    in_git
-                } else {
-                    cache_dir(&root)
-                        .filter(|d| usable_dir(d))
-                        .ok_or(HostError::IndexDirUnusable)?
-                }
-            }
-        };
+        let index_dir = index_location(&root, &git_dir, index_dir)?;
         let index = Arc::new(
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
         );

@@ -3,7 +3,8 @@
 //! `repo-search search QUERY` brings the embedded index up to date with the worktree (a full
 //! build on first use, an incremental update from git after that) and answers in
 //! `indexed_literal` mode; `--mode literal` scans the worktree instead. `repo-search mcp` serves
-//! the same `repo_search` tool to an agent over stdio.
+//! the same `repo_search` tool to an agent over stdio. `repo-search serve` keeps a watching host
+//! on a socket in the index directory; `search` asks it first when one runs, and never starts it.
 //!
 //! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
 //! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the
@@ -14,6 +15,7 @@ mod failure;
 mod git;
 mod host;
 mod mcp;
+mod serve;
 mod stdio;
 mod watch;
 
@@ -94,6 +96,9 @@ enum Command {
         /// Print the tool's result object as JSON (and an error as `{"code", "message"}`).
         #[arg(long)]
         json: bool,
+        /// Refresh and answer here even when a `repo-search serve` runs for this index.
+        #[arg(long)]
+        no_server: bool,
     },
     /// Build the index from scratch.
     Index {
@@ -116,6 +121,12 @@ enum Command {
     },
     /// Serve the repo_search tool over MCP on stdio.
     Mcp {
+        #[command(flatten)]
+        location: Location,
+    },
+    /// Keep the index fresh from file-system events and answer `search` on a socket in the
+    /// index directory, until SIGTERM or SIGINT.
+    Serve {
         #[command(flatten)]
         location: Location,
     },
@@ -258,6 +269,11 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             mcp::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve { location } => {
+            let host = open_host(&location, host::HostModes::Watching)?;
+            serve::serve(host).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Search {
             query,
             location,
@@ -266,14 +282,9 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             max_results,
             case_insensitive,
             json,
+            no_server,
         } => {
-            // Only an index query opens the index directory: literal mode never touches it.
-            let modes = if mode.search_mode() == SearchMode::IndexedLiteral {
-                host::HostModes::Indexed
-            } else {
-                host::HostModes::LiteralOnly
-            };
-            let host = open_host(&location, modes)?;
+            let indexed = mode.search_mode() == SearchMode::IndexedLiteral;
             let mut args = json!({
                 "query": query,
                 "mode": mode.search_mode().as_str(),
@@ -285,6 +296,22 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             if let Some(n) = max_results {
                 args["max_results"] = json!(n);
             }
+            // A running server answers through the same freshness gate; without one, or when it
+            // does not answer, this process refreshes by itself. A served error is an answer.
+            if indexed
+                && !no_server
+                && let Some(served) =
+                    serve::ask(&location.root, location.index_dir.as_deref(), &args).await
+            {
+                return Ok(print_result(&served?, json, &query));
+            }
+            // Only an index query opens the index directory: literal mode never touches it.
+            let modes = if indexed {
+                host::HostModes::Indexed
+            } else {
+                host::HostModes::LiteralOnly
+            };
+            let host = open_host(&location, modes)?;
             let result = answer(&host, &args).await?;
             Ok(print_result(&result, json, &query))
         }

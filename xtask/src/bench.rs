@@ -260,6 +260,42 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         }
         cli_times.push(median(t));
     }
+    // `search` through a running `repo-search serve` (a watching host on a socket).
+    let mut server = Command::new(&cli)
+        .arg("serve")
+        .arg("--root")
+        .arg(&dir)
+        .arg("--index-dir")
+        .arg(&cli_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("could not start repo-search serve: {e}"))?;
+    let socket = cli_dir.join("serve.sock");
+    let waited = Instant::now();
+    while !socket.exists() && waited.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut served = Vec::new();
+    for _ in 0..11 {
+        served.push(
+            time(
+                Command::new(&cli)
+                    .arg("search")
+                    .arg("SYSCALL_DEFINE3(fchmodat")
+                    .arg("--root")
+                    .arg(&dir)
+                    .arg("--index-dir")
+                    .arg(&cli_dir)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            )?
+            .0,
+        );
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let served_ms = median(served);
     // The MCP server as an agent sees it, on the CLI's index.
     let probe = Command::new(bin.join("mcp-probe"))
         .arg(&cli)
@@ -345,6 +381,11 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     row(
         "repo-search search, process, rare (peer: csearch)",
         cli_times[0],
+        peers[0].1,
+    );
+    row(
+        "search via running serve, rare (peer: csearch)",
+        served_ms,
         peers[0].1,
     );
     println!(

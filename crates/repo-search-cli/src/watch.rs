@@ -64,18 +64,50 @@ impl Shared {
         self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn on_event(&self, event: notify::Result<Event>) {
+    /// Events were lost (a queue overflow, a watcher error): only a full walk accounts for them.
+    fn lost(&self) {
+        self.lock().full = true;
+    }
+
+    /// One changed path; `folder` when it names a directory created or removed.
+    fn note(&self, path: PathBuf, folder: bool) {
         let mut seen = self.lock();
+        if let Ok(rest) = path.strip_prefix(&self.index_dir) {
+            // Our own index writes are not changes; cookies are the sync tokens.
+            if let Some(name) = rest.to_str().filter(|n| n.starts_with(COOKIE_PREFIX)) {
+                seen.cookies.insert(name.to_owned());
+                self.arrived.notify_all();
+            }
+            return;
+        }
+        if path.starts_with(&self.git_dir) {
+            // Git's internals are never searched; HEAD is read at every query.
+            return;
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let ignore_file = matches!(name, ".gitignore" | ".ignore" | ".rgignore");
+        if !path.starts_with(&self.root) {
+            // Parents of the root matter only through their ignore files.
+            if ignore_file {
+                seen.full = true;
+            }
+            return;
+        }
+        if folder || ignore_file {
+            seen.full = true;
+        }
+        seen.paths.insert(path);
+    }
+
+    /// An event from `notify` (the backend where inotify is not available).
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    fn on_notify(&self, event: notify::Result<Event>) {
         let event = match event {
             Ok(e) => e,
-            // An error from the watcher may mean lost events.
-            Err(_) => {
-                seen.full = true;
-                return;
-            }
+            Err(_) => return self.lost(),
         };
         if event.need_rescan() {
-            seen.full = true;
+            self.lost();
         }
         // Reading a file (ours included) is no change; a write shows as a modification.
         if matches!(event.kind, EventKind::Access(_)) {
@@ -87,31 +119,119 @@ impl Shared {
                 | EventKind::Remove(notify::event::RemoveKind::Folder)
         );
         for path in event.paths {
-            if let Ok(rest) = path.strip_prefix(&self.index_dir) {
-                // Our own index writes are not changes; cookies are the sync tokens.
-                if let Some(name) = rest.to_str().filter(|n| n.starts_with(COOKIE_PREFIX)) {
-                    seen.cookies.insert(name.to_owned());
-                    self.arrived.notify_all();
+            self.note(path, folder);
+        }
+    }
+}
+
+/// The watch backend: inotify itself on Linux, asked for changes only (notify also asks for every
+/// open, so each search of the tree would flood the queue with its own reads); `notify`
+/// elsewhere.
+enum Backend {
+    #[cfg(target_os = "linux")]
+    Inotify {
+        watches: inotify::Watches,
+        /// Watch descriptor → the directory it watches.
+        dirs: Arc<Mutex<std::collections::HashMap<inotify::WatchDescriptor, PathBuf>>>,
+    },
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    Notify(notify::RecommendedWatcher),
+}
+
+#[cfg(target_os = "linux")]
+const CHANGES: inotify::WatchMask = inotify::WatchMask::CREATE
+    .union(inotify::WatchMask::DELETE)
+    .union(inotify::WatchMask::MODIFY)
+    .union(inotify::WatchMask::CLOSE_WRITE)
+    .union(inotify::WatchMask::ATTRIB)
+    .union(inotify::WatchMask::MOVED_FROM)
+    .union(inotify::WatchMask::MOVED_TO)
+    .union(inotify::WatchMask::DELETE_SELF)
+    .union(inotify::WatchMask::MOVE_SELF);
+
+impl Backend {
+    fn start(shared: &Arc<Shared>) -> Option<Backend> {
+        #[cfg(target_os = "linux")]
+        {
+            let mut inotify = inotify::Inotify::init().ok()?;
+            let watches = inotify.watches();
+            let dirs: Arc<Mutex<std::collections::HashMap<_, PathBuf>>> = Arc::default();
+            let (shared, map) = (shared.clone(), dirs.clone());
+            std::thread::Builder::new()
+                .name("repo-search-watch".into())
+                .spawn(move || {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    loop {
+                        let events = match inotify.read_events_blocking(&mut buffer) {
+                            Ok(e) => e,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(_) => return shared.lost(),
+                        };
+                        for e in events {
+                            if e.mask.contains(inotify::EventMask::Q_OVERFLOW) {
+                                shared.lost();
+                                continue;
+                            }
+                            let Some(name) = e.name else {
+                                continue;
+                            };
+                            let dir = map
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .get(&e.wd)
+                                .cloned();
+                            if let Some(dir) = dir {
+                                let folder = e.mask.contains(inotify::EventMask::ISDIR);
+                                shared.note(dir.join(name), folder);
+                            }
+                        }
+                    }
+                })
+                .ok()?;
+            Some(Backend::Inotify { watches, dirs })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let handler = shared.clone();
+            notify::recommended_watcher(move |e: notify::Result<Event>| handler.on_notify(e))
+                .ok()
+                .map(Backend::Notify)
+        }
+    }
+
+    fn watch(&mut self, dir: &Path) -> bool {
+        match self {
+            #[cfg(target_os = "linux")]
+            Backend::Inotify { watches, dirs } => match watches.add(dir, CHANGES) {
+                Ok(wd) => {
+                    dirs.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(wd, dir.to_path_buf());
+                    true
                 }
-                continue;
-            }
-            if path.starts_with(&self.git_dir) {
-                // Git's internals are never searched; HEAD is read at every query.
-                continue;
-            }
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let ignore_file = matches!(name, ".gitignore" | ".ignore" | ".rgignore");
-            if !path.starts_with(&self.root) {
-                // Parents of the root matter only through their ignore files.
-                if ignore_file {
-                    seen.full = true;
+                Err(_) => false,
+            },
+            Backend::Notify(w) => w.watch(dir, RecursiveMode::NonRecursive).is_ok(),
+        }
+    }
+
+    fn unwatch(&mut self, dir: &Path) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Backend::Inotify { watches, dirs } => {
+                let mut map = dirs.lock().unwrap_or_else(|p| p.into_inner());
+                let wd = map
+                    .iter()
+                    .find(|(_, d)| d.as_path() == dir)
+                    .map(|(w, _)| w.clone());
+                if let Some(wd) = wd {
+                    map.remove(&wd);
+                    let _ = watches.remove(wd);
                 }
-                continue;
             }
-            if folder || ignore_file {
-                seen.full = true;
+            Backend::Notify(w) => {
+                let _ = w.unwatch(dir);
             }
-            seen.paths.insert(path);
         }
     }
 }
@@ -124,7 +244,7 @@ pub(crate) struct Watcher {
 }
 
 struct Inner {
-    watcher: notify::RecommendedWatcher,
+    backend: Backend,
     /// The selection's directories watched now (absolute), as [`Watcher::track`] set them; the
     /// index directory and the root's parents are watched besides.
     watched: HashSet<PathBuf>,
@@ -145,20 +265,19 @@ impl Watcher {
             }),
             arrived: Condvar::new(),
         });
-        let handler = shared.clone();
-        let mut watcher =
-            notify::recommended_watcher(move |e: notify::Result<Event>| handler.on_event(e))
-                .ok()?;
-        watcher.watch(index_dir, RecursiveMode::NonRecursive).ok()?;
+        let mut backend = Backend::start(&shared)?;
+        if !backend.watch(index_dir) {
+            return None;
+        }
         for parent in root.ancestors().skip(1) {
             // A parent that cannot be watched (permissions) is read by every full walk anyway;
             // its ignore files then count only from the next full refresh.
-            let _ = watcher.watch(parent, RecursiveMode::NonRecursive);
+            backend.watch(parent);
         }
         Some(Watcher {
             shared,
             inner: Mutex::new(Inner {
-                watcher,
+                backend,
                 watched: HashSet::new(),
             }),
             counter: AtomicU64::new(0),
@@ -181,14 +300,14 @@ impl Watcher {
             })
             .collect();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let Inner { watcher, watched } = &mut *inner;
+        let Inner { backend, watched } = &mut *inner;
         let stale: Vec<PathBuf> = watched
             .iter()
             .filter(|w| !wanted.contains(*w))
             .cloned()
             .collect();
         for w in stale {
-            let _ = watcher.unwatch(&w);
+            backend.unwatch(&w);
             watched.remove(&w);
         }
         let mut failed = false;
@@ -196,7 +315,7 @@ impl Watcher {
             if watched.contains(&dir) {
                 continue;
             }
-            if watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok() {
+            if backend.watch(&dir) {
                 watched.insert(dir);
             } else {
                 failed = true;
@@ -301,19 +420,21 @@ mod tests {
         }
     }
 
-    /// The kernel's event queue overflowing (inotify's `IN_Q_OVERFLOW`, which notify reports as a
-    /// rescan flag) or any watcher error means events were lost: the next plan walks.
+    /// Events lost (inotify's `IN_Q_OVERFLOW`, notify's rescan flag, any watcher error) make the
+    /// next plan walk. The real overflow is driven end to end in `tests/watch_overflow.rs`.
     #[test]
-    fn an_event_queue_overflow_or_a_watcher_error_plans_a_full_refresh() {
+    fn lost_events_plan_a_full_refresh() {
         let (_dir, root, w) = setup();
         std::fs::write(root.join("src/a.rs"), "x").unwrap();
-        w.shared.on_event(Ok(
+        w.shared.lost();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        w.shared.on_notify(Ok(
             notify::Event::new(notify::EventKind::Other).set_flag(notify::event::Flag::Rescan)
         ));
         assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
-        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
         w.shared
-            .on_event(Err(notify::Error::generic("the watch limit was reached")));
+            .on_notify(Err(notify::Error::generic("the watch limit was reached")));
         assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
     }
 

@@ -286,6 +286,8 @@ mod tests {
             let line = json!({ "error": { "code": code.as_str(), "message": "m" } }).to_string();
             check(&line, Some(Err(code)));
         }
+        // An error without its message.
+        let no_message = json!({ "error": { "code": ErrorCode::Failed.as_str() } }).to_string();
         for line in [
             "",
             "not json",
@@ -294,7 +296,7 @@ mod tests {
             r#"{"ok": 5}"#,
             r#"{"ok": {}, "error": {}}"#,
             r#"{"error": {"code": "ERR_SOMETHING_ELSE", "message": "m"}}"#,
-            r#"{"error": {"code": "ERR_PRISM_INDEX_FAILED"}}"#,
+            no_message.as_str(),
             r#"{"unserved": "this server serves another worktree"}"#,
         ] {
             check(line, None);

@@ -80,21 +80,7 @@ fn parallel_processes_on_one_worktree_never_fail() {
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         // An editor, changing files while the queries run.
-        s.spawn(|| {
-            let mut k = 0;
-            while !stop.load(Ordering::Relaxed) {
-                write(
-                    &root,
-                    &format!("src/m{}/f{}.rs", k % 7, k % 300),
-                    &format!("fn g{k}() {{ needle_{} }}\n", k % 5),
-                );
-                if k % 10 == 0 {
-                    write(&root, &format!("new/n{k}.rs"), "needle_0 new\n");
-                }
-                k += 1;
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        });
+        s.spawn(|| support::edit_until(&root, &stop));
         let workers: Vec<_> = (0..6)
             .map(|w| {
                 let (root, calls, failures, longest) = (&root, &calls, &failures, &longest);

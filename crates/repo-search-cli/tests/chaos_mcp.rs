@@ -173,21 +173,7 @@ fn mcp_and_cli_in_parallel_on_one_repo_never_fail() {
     };
     std::thread::scope(|s| {
         // An editor, rewriting files (and adding some) while the calls run.
-        s.spawn(|| {
-            let mut k = 0;
-            while !stop.load(Ordering::Relaxed) {
-                write(
-                    &root,
-                    &format!("src/m{}/f{}.rs", k % 7, k % 300),
-                    &format!("fn g{k}() {{ needle_{} }}\n", k % 5),
-                );
-                if k % 10 == 0 {
-                    write(&root, &format!("new/n{k}.rs"), "needle_0 new\n");
-                }
-                k += 1;
-                std::thread::sleep(Duration::from_millis(15));
-            }
-        });
+        s.spawn(|| support::edit_until(&root, &stop));
         let mut workers = Vec::new();
         workers.push(s.spawn(|| {
             let mut server = McpServer::start(&root);

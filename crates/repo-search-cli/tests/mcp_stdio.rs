@@ -2,141 +2,24 @@
 //! wrong parameter shapes. Every line must get an answer (a client waiting for one would hang),
 //! and the server must keep serving afterwards.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+mod support;
 
 use index_contract::ErrorCode;
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
-
-/// How long a reply may take before the test calls it a hang.
-const REPLY_WITHIN: Duration = Duration::from_secs(60);
+use support::McpServer as Server;
 
 /// The longest line the server reads (16 MiB), as documented in docs/cli.md.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    replies: Receiver<Value>,
-    next_id: u64,
-}
-
-impl Server {
-    /// Starts the server on `root` and completes the MCP handshake.
-    fn start(root: &Path) -> Server {
-        let mut child = Command::new(BIN)
-            .args(["mcp", "--root"])
-            .arg(root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, replies) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e})"));
-                if tx.send(v).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            stdin,
-            replies,
-            next_id: 100,
-        };
-        let init = server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "raw-stdio-test", "version": "1" },
-            }),
-        );
-        assert_eq!(
-            init["result"]["serverInfo"]["name"], "repo-search",
-            "{init}"
-        );
-        server.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        server
-    }
-
-    fn send(&mut self, line: &[u8]) {
-        self.stdin.write_all(line).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn reply(&mut self) -> Value {
-        match self.replies.recv_timeout(REPLY_WITHIN) {
-            Ok(v) => v,
-            Err(RecvTimeoutError::Timeout) => panic!("no reply: a client would hang"),
-            Err(RecvTimeoutError::Disconnected) => {
-                panic!("the server closed stdout: {:?}", self.child.try_wait())
-            }
-        }
-    }
-
-    /// Sends a well-formed request and returns its reply, which must carry its id.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        self.send(line.to_string().as_bytes());
-        let reply = self.reply();
-        assert_eq!(reply["id"], id, "{reply}");
-        reply
-    }
-
-    /// The server still answers a ping.
-    fn assert_serving(&mut self) {
-        let pong = self.request("ping", json!({}));
-        assert_eq!(pong["result"], json!({}), "{pong}");
-    }
-
-    fn call(&mut self, arguments: Value) -> Value {
-        let reply = self.request(
-            "tools/call",
-            json!({ "name": "repo_search", "arguments": arguments }),
-        );
-        reply["result"].clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("git")
-        .current_dir(dir.path())
-        .args(["init", "-q"])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    let dir = support::repo();
     std::fs::write(dir.path().join("a.txt"), "needle_for_stdio\n").unwrap();
     dir
 }
 
 /// Sends `line` and checks the reply's error code and id, then that the server still serves.
 fn check(server: &mut Server, line: &[u8], code: i64, id: Value) {
-    server.send(line);
+    server.send_raw(line);
     let reply = server.reply();
     assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
     assert_eq!(reply["error"]["code"], code, "{reply}");

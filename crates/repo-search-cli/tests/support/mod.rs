@@ -1,5 +1,5 @@
-//! Helpers shared by the chaos test files: scratch repositories, bounded runs of the binary, and
-//! a raw stdio JSON-RPC client for `repo-search mcp`.
+//! Helpers shared by the CLI's test files: scratch repositories, bounded runs of the binary, a
+//! concurrent editor, and a raw stdio JSON-RPC client for `repo-search mcp`.
 
 // Each test file is its own crate and uses a different subset of these helpers.
 #![allow(dead_code)]
@@ -125,9 +125,20 @@ impl McpServer {
     }
 
     pub fn send(&mut self, line: &Value) {
-        self.stdin.write_all(line.to_string().as_bytes()).unwrap();
+        self.send_raw(line.to_string().as_bytes());
+    }
+
+    /// Sends `line` as it is (malformed JSON and invalid UTF-8 included), then a newline.
+    pub fn send_raw(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).unwrap();
         self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
+    }
+
+    /// The server still answers a ping.
+    pub fn assert_serving(&mut self) {
+        let pong = self.request("ping", json!({}));
+        assert_eq!(pong["result"], json!({}), "{pong}");
     }
 
     /// The next reply, whichever request it answers.
@@ -200,4 +211,22 @@ pub fn hit_paths(result: &Value) -> Vec<String> {
     paths.sort();
     paths.dedup();
     paths
+}
+
+/// Rewrites files (and adds some) under `root` every 15 ms until `stop` is set: the concurrent
+/// editor of the chaos tests.
+pub fn edit_until(root: &Path, stop: &std::sync::atomic::AtomicBool) {
+    let mut k = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        write(
+            root,
+            &format!("src/m{}/f{}.rs", k % 7, k % 300),
+            &format!("fn g{k}() {{ needle_{} }}\n", k % 5),
+        );
+        if k % 10 == 0 {
+            write(root, &format!("new/n{k}.rs"), "needle_0 new\n");
+        }
+        k += 1;
+        std::thread::sleep(Duration::from_millis(15));
+    }
 }

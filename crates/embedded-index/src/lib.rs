@@ -233,6 +233,13 @@ impl EmbeddedIndex {
     /// Notices a commit by another process (or a damaged or deleted index) and loads it. Costs
     /// one `stat` when nothing changed.
     pub(crate) fn sync(&self) {
+        self.sync_with(false);
+    }
+
+    /// [`EmbeddedIndex::sync`], and with `always_load` the committed version is read even when
+    /// the manifest's identity looks unchanged: a writer must build on the latest commit, and an
+    /// identity (inode, size, mtime) can repeat within one timestamp tick.
+    pub(crate) fn sync_with(&self, always_load: bool) {
         if !self.worktree().is_still_at_path()
             && let Ok(d) = RootDir::open(&self.root)
         {
@@ -253,7 +260,9 @@ impl EmbeddedIndex {
         }
         let now = snapshot::manifest_id(&self.dir());
         let held = self.current.read().unwrap_or_else(|p| p.into_inner()).1;
-        if now != held || now.is_none() && self.snapshot().is_none_or(|s| s.manifest.generation > 0)
+        if always_load
+            || now != held
+            || now.is_none() && self.snapshot().is_none_or(|s| s.manifest.generation > 0)
         {
             let _ = self.load();
         }

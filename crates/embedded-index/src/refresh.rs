@@ -66,17 +66,20 @@ struct Diff {
 impl EmbeddedIndex {
     /// The selection now, each file with the stamp the walk saw, in path order.
     pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
-        self.walk(Extent::Whole)
+        Ok(self.walk(Extent::Whole)?.0)
     }
 
     /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
     /// walk restricted to some paths reads only their ancestor directories, with the same ignore
     /// rules as a whole walk.
-    fn walk(&self, extent: Extent<'_>) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
+    ///
+    /// Also says whether the walk was complete (no directory failed to list): what an incomplete
+    /// walk did not see must not be removed.
+    fn walk(&self, extent: Extent<'_>) -> Result<(Vec<(String, Stamp)>, bool), EmbeddedIndexError> {
         let mut selection = Selection::new(&self.root).threads(crate::threads(&self.config));
         if let Extent::Paths(paths) = extent {
             if paths.is_empty() {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), true));
             }
             let mut dirs: HashSet<String> = HashSet::new();
             for p in paths {
@@ -97,14 +100,17 @@ impl EmbeddedIndex {
                 }
             });
         }
-        Ok(selection.collect(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
+        Ok(selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
     }
 
     fn diff(snap: &Snapshot, selected: &[(String, Stamp)], extent: Extent<'_>) -> Diff {
         let mut d = Diff::default();
+        // A racy file is read again until its stamp can vouch for it. An unreadable one is not
+        // read again until its stamp changes (a `chmod` changes its ctime): queries verify it
+        // anyway, since the index cannot rule it out, so nothing is missed meanwhile.
         let changed = |si: usize, id: u32, stamp: &Stamp| {
             let meta = snap.segments[si].meta(id);
-            meta.stamp != *stamp || meta.flags & (flags::RACY | flags::UNREADABLE) != 0
+            meta.stamp != *stamp || meta.flags & flags::RACY != 0
         };
         match extent {
             // Only the named paths were looked at: of the rest, none is gone.
@@ -210,7 +216,7 @@ impl EmbeddedIndex {
                 });
             }
         }
-        let selected = self.walk(extent)?;
+        let (selected, complete) = self.walk(extent)?;
         if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
             return Ok(report);
         }
@@ -220,7 +226,32 @@ impl EmbeddedIndex {
             return Ok(report);
         }
         let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
-        let d = Self::diff(&snap, &selected, extent);
+        let mut d = Self::diff(&snap, &selected, extent);
+        if !complete {
+            // A directory could not be listed: its files are not known to be gone.
+            d.removals.clear();
+        }
+        // The walk ran before the lock: a file it did not see may have been created since, and
+        // another process may have committed it. Ask again, now, about every path this refresh
+        // would remove, so that it never removes a file that is selected.
+        if !d.removals.is_empty() {
+            let (now, complete) = self.walk(Extent::Paths(&d.removals))?;
+            let still: HashSet<&str> = now.iter().map(|(p, _)| p.as_str()).collect();
+            if complete {
+                d.removals.retain(|p| !still.contains(p.as_str()));
+            } else {
+                d.removals.clear();
+            }
+            for (path, stamp) in now {
+                if let Some((si, id)) = snap.find(&path)
+                    && snap.segments[si].meta(id).stamp == stamp
+                    && snap.segments[si].meta(id).flags & flags::RACY == 0
+                {
+                    continue;
+                }
+                d.upserts.push((path, stamp));
+            }
+        }
         let kind = if d.upserts.is_empty() && d.removals.is_empty() {
             RefreshKind::Touch
         } else {

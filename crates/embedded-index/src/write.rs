@@ -117,7 +117,7 @@ impl EmbeddedIndex {
                 Err(std::fs::TryLockError::Error(e)) => return Err(EmbeddedIndexError::Io(e)),
             }
         }
-        self.sync();
+        self.sync_with(true);
         Ok(WriteLock {
             _mutex: mutex,
             _file: file,
@@ -133,6 +133,9 @@ impl EmbeddedIndex {
         threads: usize,
     ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
         let worktree = self.worktree();
+        // `None` for a file that is gone, or is no longer a regular file reached without a
+        // symlink, since the walk saw it: it is not selected any more, so it is not indexed (its
+        // old copy, if any, is removed by the caller's deletion mark).
         let docs = parallel::map(
             paths,
             threads,
@@ -146,7 +149,16 @@ impl EmbeddedIndex {
                 if index_guard::check_path(path).is_err() {
                     meta.flags |= flags::REFUSED_NAME;
                 }
-                let read = worktree.open_file(path).ok().and_then(|file| {
+                let file = match worktree.open_file(path) {
+                    Ok(f) => Some(f),
+                    Err(
+                        search_profile::OpenError::Missing
+                        | search_profile::OpenError::NotRegular
+                        | search_profile::OpenError::Symlink,
+                    ) => return None,
+                    Err(_) => None,
+                };
+                let read = file.and_then(|file| {
                     let now = SystemTime::now();
                     let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
                     let trigrams = ex.extract_reader(&file).ok()?;
@@ -165,14 +177,14 @@ impl EmbeddedIndex {
                         Vec::new()
                     }
                 };
-                DocTrigrams {
+                Some(DocTrigrams {
                     path: path.clone(),
                     trigrams,
                     meta,
-                }
+                })
             },
         )?;
-        Ok(docs)
+        Ok(docs.into_iter().flatten().collect())
     }
 
     /// Writes `paths` as segments of at most `pairs_per_segment` (trigram, file) pairs each.

@@ -46,7 +46,9 @@ struct Seen {
     paths: BTreeSet<PathBuf>,
     /// Something happened that only a full walk can account for.
     full: bool,
-    /// Cookie names whose events arrived.
+    /// Cookie names a query waits for, and those whose events arrived (only those: other
+    /// cookies and the deletion of ours are not recorded, so the set stays bounded).
+    waiting: HashSet<String>,
     cookies: HashSet<String>,
 }
 
@@ -55,6 +57,9 @@ struct Shared {
     root: PathBuf,
     index_dir: PathBuf,
     git_dir: PathBuf,
+    /// Ignore files outside the worktree that decide the selection: the repository's
+    /// `info/exclude` and the global excludes file.
+    rule_files: Vec<PathBuf>,
     seen: Mutex<Seen>,
     arrived: Condvar,
 }
@@ -74,10 +79,15 @@ impl Shared {
         let mut seen = self.lock();
         if let Ok(rest) = path.strip_prefix(&self.index_dir) {
             // Our own index writes are not changes; cookies are the sync tokens.
-            if let Some(name) = rest.to_str().filter(|n| n.starts_with(COOKIE_PREFIX)) {
-                seen.cookies.insert(name.to_owned());
+            if let Some(name) = rest.to_str().filter(|n| seen.waiting.contains(*n)) {
+                let name = name.to_owned();
+                seen.cookies.insert(name);
                 self.arrived.notify_all();
             }
+            return;
+        }
+        if self.rule_files.contains(&path) {
+            seen.full = true;
             return;
         }
         if path.starts_with(&self.git_dir) {
@@ -131,11 +141,38 @@ enum Backend {
     #[cfg(target_os = "linux")]
     Inotify {
         watches: inotify::Watches,
-        /// Watch descriptor → the directory it watches.
-        dirs: Arc<Mutex<std::collections::HashMap<inotify::WatchDescriptor, PathBuf>>>,
+        dirs: Arc<Mutex<WatchMap>>,
     },
     #[cfg_attr(target_os = "linux", allow(dead_code))]
     Notify(notify::RecommendedWatcher),
+}
+
+/// Which directory each inotify watch descriptor watches, both ways.
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+struct WatchMap {
+    by_wd: std::collections::HashMap<inotify::WatchDescriptor, PathBuf>,
+    by_path: std::collections::HashMap<PathBuf, inotify::WatchDescriptor>,
+}
+
+#[cfg(target_os = "linux")]
+impl WatchMap {
+    fn insert(&mut self, wd: inotify::WatchDescriptor, dir: PathBuf) {
+        if let Some(old) = self.by_wd.insert(wd.clone(), dir.clone()) {
+            self.by_path.remove(&old);
+        }
+        self.by_path.insert(dir, wd);
+    }
+
+    fn remove_wd(&mut self, wd: &inotify::WatchDescriptor) -> bool {
+        match self.by_wd.remove(wd) {
+            Some(dir) => {
+                self.by_path.remove(&dir);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -155,7 +192,7 @@ impl Backend {
         {
             let mut inotify = inotify::Inotify::init().ok()?;
             let watches = inotify.watches();
-            let dirs: Arc<Mutex<std::collections::HashMap<_, PathBuf>>> = Arc::default();
+            let dirs: Arc<Mutex<WatchMap>> = Arc::default();
             let (shared, map) = (shared.clone(), dirs.clone());
             std::thread::Builder::new()
                 .name("repo-search-watch".into())
@@ -172,12 +209,29 @@ impl Backend {
                                 shared.lost();
                                 continue;
                             }
+                            // A watched directory deleted, moved away or otherwise unwatched by
+                            // the kernel: whatever now stands at its path is not watched, so the
+                            // next plan walks, and the next `track` watches it again.
+                            let gone = inotify::EventMask::IGNORED
+                                | inotify::EventMask::DELETE_SELF
+                                | inotify::EventMask::MOVE_SELF;
+                            if e.mask.intersects(gone) {
+                                let ours = map
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .remove_wd(&e.wd);
+                                if ours {
+                                    shared.lost();
+                                }
+                                continue;
+                            }
                             let Some(name) = e.name else {
                                 continue;
                             };
                             let dir = map
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
+                                .by_wd
                                 .get(&e.wd)
                                 .cloned();
                             if let Some(dir) = dir {
@@ -215,17 +269,29 @@ impl Backend {
         }
     }
 
+    /// Whether `dir` is still watched (the kernel may have dropped the watch).
+    fn is_watching(&self, dir: &Path) -> bool {
+        match self {
+            #[cfg(target_os = "linux")]
+            Backend::Inotify { dirs, .. } => dirs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .by_path
+                .contains_key(dir),
+            Backend::Notify(_) => true,
+        }
+    }
+
     fn unwatch(&mut self, dir: &Path) {
         match self {
             #[cfg(target_os = "linux")]
             Backend::Inotify { watches, dirs } => {
+                // Forgotten first, so the kernel's IGNORED event for it is not taken for a lost
+                // directory.
                 let mut map = dirs.lock().unwrap_or_else(|p| p.into_inner());
-                let wd = map
-                    .iter()
-                    .find(|(_, d)| d.as_path() == dir)
-                    .map(|(w, _)| w.clone());
-                if let Some(wd) = wd {
-                    map.remove(&wd);
+                if let Some(wd) = map.by_path.get(dir).cloned() {
+                    map.remove_wd(&wd);
+                    drop(map);
                     let _ = watches.remove(wd);
                 }
             }
@@ -255,10 +321,18 @@ impl Watcher {
     /// selection's directories are watched by the first [`Watcher::track`]; until then every
     /// query plans a full refresh. `None` when no watcher can be made here.
     pub(crate) fn start(root: &Path, git_dir: &Path, index_dir: &Path) -> Option<Watcher> {
+        // A linked worktree's `info/exclude` lives in the common git directory.
+        let common = std::fs::read_to_string(git_dir.join("commondir"))
+            .ok()
+            .map(|c| git_dir.join(c.trim()))
+            .unwrap_or_else(|| git_dir.to_path_buf());
+        let mut rule_files = vec![common.join("info").join("exclude")];
+        rule_files.extend(search_profile::global_excludes_file());
         let shared = Arc::new(Shared {
             root: root.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             git_dir: git_dir.to_path_buf(),
+            rule_files: rule_files.clone(),
             seen: Mutex::new(Seen {
                 full: true,
                 ..Seen::default()
@@ -273,6 +347,12 @@ impl Watcher {
             // A parent that cannot be watched (permissions) is read by every full walk anyway;
             // its ignore files then count only from the next full refresh.
             backend.watch(parent);
+        }
+        for file in &rule_files {
+            // The folder of each rule file: editors replace files by renaming.
+            if let Some(dir) = file.parent() {
+                backend.watch(dir);
+            }
         }
         Some(Watcher {
             shared,
@@ -312,7 +392,7 @@ impl Watcher {
         }
         let mut failed = false;
         for dir in wanted {
-            if watched.contains(&dir) {
+            if watched.contains(&dir) && backend.is_watching(&dir) {
                 continue;
             }
             if backend.watch(&dir) {
@@ -340,9 +420,11 @@ impl Watcher {
             self.counter.fetch_add(1, Ordering::Relaxed)
         );
         let cookie = self.shared.index_dir.join(&name);
+        self.shared.lock().waiting.insert(name.clone());
         let synced = std::fs::write(&cookie, b"").is_ok() && self.wait_for(&name, timeout);
         let _ = std::fs::remove_file(&cookie);
         let mut seen = self.shared.lock();
+        seen.waiting.remove(&name);
         seen.cookies.remove(&name);
         let paths = std::mem::take(&mut seen.paths);
         let full = std::mem::take(&mut seen.full);
@@ -436,6 +518,62 @@ mod tests {
         w.shared
             .on_notify(Err(notify::Error::generic("the watch limit was reached")));
         assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+    }
+
+    /// A watched directory deleted and made again (a regenerated folder, a checkout, a re-clone)
+    /// is a new directory: it is watched again, and writes in it are seen.
+    #[test]
+    fn a_directory_deleted_and_made_again_is_watched_again() {
+        let (_dir, root, w) = setup();
+        std::fs::remove_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        w.track(&["".into(), "src".into()]);
+        std::fs::write(root.join("src/a.rs"), "x").unwrap();
+        assert_eq!(
+            w.changes(Duration::from_secs(5)),
+            Plan::Paths(vec!["src/a.rs".into()])
+        );
+        // Moved away and replaced by a new directory of the same name.
+        std::fs::rename(root.join("src"), root.join("old")).unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        w.track(&["".into(), "src".into(), "old".into()]);
+        std::fs::write(root.join("src/b.rs"), "x").unwrap();
+        std::fs::write(root.join("old/c.rs"), "x").unwrap();
+        assert_eq!(
+            w.changes(Duration::from_secs(5)),
+            Plan::Paths(vec!["old/c.rs".into(), "src/b.rs".into()])
+        );
+    }
+
+    /// `info/exclude` changes the selection though it lies in the git directory.
+    #[test]
+    fn an_edit_of_info_exclude_plans_a_full_refresh() {
+        let (_dir, root, w) = setup();
+        std::fs::create_dir_all(root.join(".git/info")).unwrap();
+        // The folder did not exist when the watcher started: a new watcher sees it.
+        let w2 = Watcher::start(&root, &root.join(".git"), &root.join(".git/repo-search")).unwrap();
+        w2.track(&["".into(), "src".into()]);
+        assert_eq!(w2.changes(Duration::from_secs(5)), Plan::Full);
+        std::fs::write(root.join(".git/info/exclude"), "src/\n").unwrap();
+        assert_eq!(w2.changes(Duration::from_secs(5)), Plan::Full);
+        std::fs::write(root.join(".git/info/other"), "not a rule file").unwrap();
+        assert_eq!(w2.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        drop(w);
+    }
+
+    /// Cookies are remembered only while a query waits for them.
+    #[test]
+    fn cookies_do_not_accumulate() {
+        let (_dir, _root, w) = setup();
+        for _ in 0..50 {
+            assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        }
+        // Late events (the cookies' deletions) may still arrive: give them time.
+        std::thread::sleep(Duration::from_millis(100));
+        let seen = w.shared.lock();
+        assert!(seen.cookies.is_empty() && seen.waiting.is_empty());
     }
 
     /// More changed paths than a targeted refresh handles well: one full walk instead.

@@ -52,7 +52,7 @@ pub use search::{
     FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,
     SearchFileError, matcher,
 };
-pub use select::{FileEntry, Prune, Selection, relative_path};
+pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
 
 /// The most bytes a searcher holds for one line before it switches to the bounded stream.
 pub const DEFAULT_HEAP_LIMIT: usize = 4 * 1024 * 1024;

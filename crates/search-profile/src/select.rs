@@ -111,9 +111,14 @@ impl Selection {
         self.walker().build_parallel().run(|| {
             let mut visit = make_visitor();
             Box::new(move |entry| {
-                let Ok(entry) = entry else {
-                    visit(FileEntry::Unreadable);
-                    return ignore::WalkState::Continue;
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        visit(FileEntry::Unreadable {
+                            io: e.io_error().is_some(),
+                        });
+                        return ignore::WalkState::Continue;
+                    }
                 };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return ignore::WalkState::Continue;
@@ -146,24 +151,39 @@ impl Selection {
         &self,
         map: impl Fn(&str, &DirEntry) -> Option<T> + Sync,
     ) -> Vec<(String, T)> {
+        self.collect_checked(map).0
+    }
+
+    /// [`Selection::collect`], and whether the walk was complete: `false` when an I/O error
+    /// (a directory that could not be listed) may have hidden files from it. A caller that
+    /// would remove what the walk did not see must not trust an incomplete walk for that.
+    pub fn collect_checked<T: Send>(
+        &self,
+        map: impl Fn(&str, &DirEntry) -> Option<T> + Sync,
+    ) -> (Vec<(String, T)>, bool) {
+        let io_errors = std::sync::atomic::AtomicU64::new(0);
         let found = Mutex::new(Vec::new());
         self.for_each_file(|| {
             let mut local = Flush {
                 local: Vec::new(),
                 found: &found,
             };
-            let map = &map;
-            move |e: FileEntry<'_>| {
-                if let FileEntry::File { rel, entry } = e
-                    && let Some(v) = map(rel, entry)
-                {
-                    local.local.push((rel.to_owned(), v));
+            let (map, io_errors) = (&map, &io_errors);
+            move |e: FileEntry<'_>| match e {
+                FileEntry::File { rel, entry } => {
+                    if let Some(v) = map(rel, entry) {
+                        local.local.push((rel.to_owned(), v));
+                    }
                 }
+                FileEntry::Unreadable { io: true } => {
+                    io_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                _ => {}
             }
         });
         let mut v = found.into_inner().unwrap_or_else(|p| p.into_inner());
         v.sort_by(|a, b| crate::PathKey::compare(&a.0, &b.0));
-        v
+        (v, io_errors.into_inner() == 0)
     }
 }
 
@@ -194,6 +214,13 @@ impl Selection {
     }
 }
 
+/// The global git excludes file the selection honours (`core.excludesFile`, else
+/// `$XDG_CONFIG_HOME/git/ignore`), as ripgrep's libraries find it: a host that watches the rules
+/// of the selection watches this file too.
+pub fn global_excludes_file() -> Option<PathBuf> {
+    ignore::gitignore::gitconfig_excludes_path()
+}
+
 /// What the walk hands a visitor.
 #[derive(Debug)]
 pub enum FileEntry<'a> {
@@ -207,7 +234,11 @@ pub enum FileEntry<'a> {
     /// A selected file whose name is not UTF-8.
     NonUtf8Path,
     /// A directory or file the walk could not read.
-    Unreadable,
+    Unreadable {
+        /// It was an I/O error (a directory that could not be listed, say), so files may be
+        /// missing from the walk; otherwise it was a rule the walk could not parse.
+        io: bool,
+    },
 }
 
 /// The repo-relative, `/`-separated UTF-8 form of `path` under `root`; `""` for the root itself;

@@ -48,6 +48,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod dircache;
 mod error;
 mod manifest;
 mod parallel;

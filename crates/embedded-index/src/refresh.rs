@@ -7,10 +7,12 @@
 //! re-include what `.gitignore` excludes, and the walk sees them all.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use index_contract::UnixMillis;
-use search_profile::{PathKey, Selection};
+use search_profile::{FileEntry, PathKey, Selection};
+
+use crate::dircache::DirCache;
 
 use crate::segment::{Stamp, flags};
 use crate::snapshot::Snapshot;
@@ -76,7 +78,14 @@ impl EmbeddedIndex {
     /// Also says whether the walk was complete (no directory failed to list): what an incomplete
     /// walk did not see must not be removed.
     fn walk(&self, extent: Extent<'_>) -> Result<(Vec<(String, Stamp)>, bool), EmbeddedIndexError> {
-        let mut selection = Selection::new(&self.root).threads(crate::threads(&self.config));
+        let threads = crate::threads(&self.config);
+        let mut selection = Selection::new(&self.root).threads(threads);
+        if let Extent::Whole = extent {
+            if let Some(selected) = self.cached_selection(threads) {
+                return Ok((selected, true));
+            }
+            return Ok(self.walk_and_record(&selection));
+        }
         if let Extent::Paths(paths) = extent {
             if paths.is_empty() {
                 return Ok((Vec::new(), true));
@@ -101,6 +110,73 @@ impl EmbeddedIndex {
             });
         }
         Ok(selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
+    }
+
+    /// The selection from the directory cache, each file freshly stamped, when every stamp the
+    /// cache recorded still holds; `None` when the tree must be walked.
+    fn cached_selection(&self, threads: usize) -> Option<Vec<(String, Stamp)>> {
+        let cache = DirCache::read(&self.dir())?;
+        if !cache.still_holds(&self.root, threads) {
+            return None;
+        }
+        let stamps = crate::parallel::map(
+            &cache.files,
+            threads,
+            || (),
+            |_, rel, ()| {
+                std::fs::symlink_metadata(self.root.join(rel))
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| stamp_of(&m))
+            },
+        )
+        .ok()?;
+        // A file that is gone or no longer regular, though its directory's stamp held: doubt.
+        let stamps: Option<Vec<Stamp>> = stamps.into_iter().collect();
+        Some(cache.files.into_iter().zip(stamps?).collect())
+    }
+
+    /// Walks the whole selection, and records what it saw in the directory cache when the walk
+    /// was complete.
+    fn walk_and_record(&self, selection: &Selection) -> (Vec<(String, Stamp)>, bool) {
+        let walked_at = SystemTime::now();
+        let dirs = std::sync::Mutex::new(Vec::new());
+        let found = std::sync::Mutex::new(Vec::new());
+        let complete = std::sync::atomic::AtomicBool::new(true);
+        selection.for_each_entry(true, || {
+            let complete = &complete;
+            let mut local = TreeFlush {
+                dirs: Vec::new(),
+                files: Vec::new(),
+                into: (&dirs, &found),
+            };
+            move |e: FileEntry<'_>| match e {
+                FileEntry::File { rel, entry } => {
+                    if let Ok(m) = entry.metadata() {
+                        local.files.push((rel.to_owned(), stamp_of(&m)));
+                    }
+                }
+                FileEntry::Dir { rel, entry } => match entry.metadata() {
+                    Ok(m) => local.dirs.push((rel.to_owned(), stamp_of(&m))),
+                    Err(_) => complete.store(false, std::sync::atomic::Ordering::Relaxed),
+                },
+                FileEntry::Unreadable { io: true } => {
+                    complete.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                _ => {}
+            }
+        });
+        let mut files = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        files.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
+        let complete = complete.into_inner();
+        if complete {
+            let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
+            let names = files.iter().map(|(p, _)| p.clone()).collect();
+            if let Some(cache) = DirCache::record(&self.root, names, dirs, walked_at) {
+                cache.write(self.dir().path());
+            }
+        }
+        (files, complete)
     }
 
     fn diff(snap: &Snapshot, selected: &[(String, Stamp)], extent: Extent<'_>) -> Diff {
@@ -307,5 +383,29 @@ impl EmbeddedIndex {
         self.snapshot()
             .and_then(|s| s.manifest.source_revision.clone())
             .unwrap_or_default()
+    }
+}
+
+type Stamped = std::sync::Mutex<Vec<(String, Stamp)>>;
+
+/// A walker thread's directories and files, handed over once when its visitor is dropped.
+struct TreeFlush<'a> {
+    dirs: Vec<(String, Stamp)>,
+    files: Vec<(String, Stamp)>,
+    into: (&'a Stamped, &'a Stamped),
+}
+
+impl Drop for TreeFlush<'_> {
+    fn drop(&mut self) {
+        self.into
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut self.dirs);
+        self.into
+            .1
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut self.files);
     }
 }

@@ -155,6 +155,7 @@ impl Job {
                 self.non_utf8_path.fetch_add(1, Ordering::Relaxed);
                 return;
             }
+            FileEntry::Dir { .. } => return,
             FileEntry::Unreadable { .. } => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
                 return;

@@ -107,6 +107,15 @@ impl Selection {
     where
         F: FnMut(FileEntry<'_>) + Send,
     {
+        self.for_each_entry(false, make_visitor);
+    }
+
+    /// [`Selection::for_each_file`], also handing over every directory the walk enters (the root
+    /// as `""`) when `dirs` is set.
+    pub fn for_each_entry<F>(&self, dirs: bool, make_visitor: impl Fn() -> F + Sync)
+    where
+        F: FnMut(FileEntry<'_>) + Send,
+    {
         let root = &self.root;
         self.walker().build_parallel().run(|| {
             let mut visit = make_visitor();
@@ -120,6 +129,16 @@ impl Selection {
                         return ignore::WalkState::Continue;
                     }
                 };
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                if dirs && is_dir {
+                    if let Some(rel) = relative_path(root, entry.path()) {
+                        visit(FileEntry::Dir {
+                            rel: &rel,
+                            entry: &entry,
+                        });
+                    }
+                    return ignore::WalkState::Continue;
+                }
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return ignore::WalkState::Continue;
                 }
@@ -229,6 +248,13 @@ pub enum FileEntry<'a> {
         /// Its repo-relative, `/`-separated path.
         rel: &'a str,
         /// The walker's entry (its metadata is the file's own, never a link target's).
+        entry: &'a DirEntry,
+    },
+    /// A directory the walk enters (only from [`Selection::for_each_entry`] with `dirs` set).
+    Dir {
+        /// Its repo-relative path; `""` for the root.
+        rel: &'a str,
+        /// The walker's entry.
         entry: &'a DirEntry,
     },
     /// A selected file whose name is not UTF-8.

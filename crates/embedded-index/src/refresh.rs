@@ -119,19 +119,43 @@ impl EmbeddedIndex {
         if !cache.still_holds(&self.root, threads) {
             return None;
         }
-        let stamps = crate::parallel::map(
-            &cache.files,
+        // One directory lookup per directory, then an `lstat` per name in it.
+        let mut by_dir: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        for (i, f) in cache.files.iter().enumerate() {
+            let dir = f.rfind('/').map_or("", |at| &f[..at]);
+            by_dir.entry(dir).or_default().push(i);
+        }
+        let groups: Vec<(&str, Vec<usize>)> = by_dir.into_iter().collect();
+        let worktree = self.worktree();
+        let stats = crate::parallel::map(
+            &groups,
             threads,
             || (),
-            |_, rel, ()| {
-                std::fs::symlink_metadata(self.root.join(rel))
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map(|m| stamp_of(&m))
+            |_, (dir, ids), ()| {
+                let names: Vec<&str> = ids
+                    .iter()
+                    .map(|&i| {
+                        let f = cache.files[i].as_str();
+                        f.rfind('/').map_or(f, |at| &f[at + 1..])
+                    })
+                    .collect();
+                worktree.stat_entries(dir, &names)
             },
         )
         .ok()?;
-        // A file that is gone or no longer regular, though its directory's stamp held: doubt.
+        let mut stamps: Vec<Option<Stamp>> = vec![None; cache.files.len()];
+        for ((_, ids), found) in groups.iter().zip(stats) {
+            for (&i, st) in ids.iter().zip(found) {
+                // A file that is gone or no longer regular, though its directory's stamp held:
+                // doubt, so the tree is walked.
+                stamps[i] = st.filter(|s| s.is_file).map(|s| Stamp {
+                    len: s.len,
+                    mtime_ns: s.mtime_ns,
+                    ctime_ns: s.ctime_ns,
+                    ino: s.ino,
+                });
+            }
+        }
         let stamps: Option<Vec<Stamp>> = stamps.into_iter().collect();
         Some(cache.files.into_iter().zip(stamps?).collect())
     }

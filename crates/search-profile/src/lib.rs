@@ -46,7 +46,7 @@ mod search;
 mod select;
 mod stream;
 
-pub use open::{OpenError, RootDir, open_or_create_regular};
+pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular};
 pub use order::PathKey;
 pub use search::{
     FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,

@@ -208,6 +208,73 @@ impl RootDir {
     }
 }
 
+/// What `lstat` says of a directory entry: enough to tell whether a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryStat {
+    /// Size in bytes.
+    pub len: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: u64,
+    /// Status-change time, nanoseconds since the epoch.
+    pub ctime_ns: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// It is a regular file (not a symlink, directory, FIFO, ...).
+    pub is_file: bool,
+}
+
+impl RootDir {
+    /// `lstat`s each of `names` (plain names, no `/`) in the repo-relative directory `dir` (`""`
+    /// for the root), reached without following a symlink: one directory lookup for them all,
+    /// not one path walk each. `None` for a name that is not there.
+    pub fn stat_entries(&self, dir: &str, names: &[&str]) -> Vec<Option<EntryStat>> {
+        #[cfg(unix)]
+        {
+            use rustix::fs::{AtFlags, Mode, OFlags, openat, statat};
+            let opened;
+            let at = if dir.is_empty() {
+                &self.fd
+            } else {
+                match openat(
+                    &self.fd,
+                    dir,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    // Only the last component is checked here; the directory cache that calls
+                    // this trusts the stamps of every directory on the way, which it checks.
+                    Ok(fd) => {
+                        opened = fd;
+                        &opened
+                    }
+                    Err(_) => return vec![None; names.len()],
+                }
+            };
+            let ns = |s: i64, n: u64| (s as u64).wrapping_mul(1_000_000_000).wrapping_add(n);
+            names
+                .iter()
+                .map(|name| {
+                    let st = statat(at, *name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+                    #[allow(clippy::unnecessary_cast)]
+                    Some(EntryStat {
+                        len: st.st_size as u64,
+                        mtime_ns: ns(st.st_mtime as i64, st.st_mtime_nsec as u64),
+                        ctime_ns: ns(st.st_ctime as i64, st.st_ctime_nsec as u64),
+                        ino: st.st_ino as u64,
+                        is_file: rustix::fs::FileType::from_raw_mode(st.st_mode)
+                            == rustix::fs::FileType::RegularFile,
+                    })
+                })
+                .collect()
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (dir, names);
+            vec![None; names.len()]
+        }
+    }
+}
+
 /// Opens `path` for reading and writing, creating it if missing, without following a symlink in its
 /// last component and without blocking: a FIFO or a link planted in its place fails instead of
 /// hanging the caller or writing elsewhere. The file must be regular. For lock files and the like.

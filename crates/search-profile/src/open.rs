@@ -329,6 +329,28 @@ mod tests {
     }
 
     #[test]
+    fn entries_are_stated_without_following_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a")).unwrap();
+        std::fs::write(d.join("a/f.txt"), "12345").unwrap();
+        std::os::unix::fs::symlink("f.txt", d.join("a/link")).unwrap();
+        std::os::unix::fs::symlink("a", d.join("link-dir")).unwrap();
+        let root = RootDir::open(d).unwrap();
+        let got = root.stat_entries("a", &["f.txt", "link", "missing"]);
+        let meta = std::fs::symlink_metadata(d.join("a/f.txt")).unwrap();
+        let f = got[0].unwrap();
+        assert!(f.is_file);
+        assert_eq!(f.len, 5);
+        assert_eq!(f.ino, std::os::unix::fs::MetadataExt::ino(&meta));
+        assert!(!got[1].unwrap().is_file, "a symlink is not a regular file");
+        assert!(got[2].is_none());
+        // A directory reached through a symlink is not entered.
+        assert_eq!(root.stat_entries("link-dir", &["f.txt"]), [None]);
+        assert!(root.stat_entries("", &["a"])[0].is_some_and(|s| !s.is_file));
+    }
+
+    #[test]
     fn regular_files_open_and_nothing_else_does() {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("passwd"), "root:x:0:0\n").unwrap();

@@ -178,7 +178,7 @@ impl Job {
     /// Searches one file. Returns its first `max_results + 1` hits: one more than the cap, so the
     /// collector knows whether the cap actually cut something.
     fn search_file(&self, dir: &RootDir, searcher: &mut FileSearcher, rel: &str) -> Vec<SearchHit> {
-        let file = match dir.open_file(rel) {
+        let file = match dir.open_walked_file(rel) {
             Ok(f) => f,
             // A path whose directory became a symlink since the walk listed it, or a file that
             // is no longer regular, is skipped like an unreadable one: never followed.

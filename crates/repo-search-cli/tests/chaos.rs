@@ -63,17 +63,8 @@ fn check_equal(root: &Path, query: &str) {
 
 #[test]
 fn parallel_processes_on_one_worktree_never_fail() {
-    let dir = repo();
+    let dir = support::committed_tree();
     let root = dir.path().to_path_buf();
-    for i in 0..300 {
-        write(
-            &root,
-            &format!("src/m{}/f{i}.rs", i % 7),
-            &format!("fn f{i}() {{ needle_{} }}\n", i % 5),
-        );
-    }
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-qm", "one"]);
     let calls = AtomicUsize::new(0);
     let failures = std::sync::Mutex::new(Vec::new());
     let longest = std::sync::Mutex::new(Duration::ZERO);

@@ -148,17 +148,8 @@ fn early_pipelined_calls_on_a_fresh_repo_never_fail() {
 
 #[test]
 fn mcp_and_cli_in_parallel_on_one_repo_never_fail() {
-    let dir = repo();
+    let dir = support::committed_tree();
     let root = dir.path().to_path_buf();
-    for i in 0..300 {
-        write(
-            &root,
-            &format!("src/m{}/f{i}.rs", i % 7),
-            &format!("fn f{i}() {{ needle_{} }}\n", i % 5),
-        );
-    }
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-qm", "one"]);
     let calls = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());
     let longest = Mutex::new(Duration::ZERO);

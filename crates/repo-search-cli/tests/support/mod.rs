@@ -230,3 +230,20 @@ pub fn edit_until(root: &Path, stop: &std::sync::atomic::AtomicBool) {
         std::thread::sleep(Duration::from_millis(15));
     }
 }
+
+/// A committed repository of 300 files under `src/m0` .. `src/m6`, each with one of the tokens
+/// `needle_0` .. `needle_4`: the tree the concurrency tests search while `edit_until` rewrites it.
+pub fn committed_tree() -> tempfile::TempDir {
+    let dir = repo();
+    let root = dir.path();
+    for i in 0..300 {
+        write(
+            root,
+            &format!("src/m{}/f{i}.rs", i % 7),
+            &format!("fn f{i}() {{ needle_{} }}\n", i % 5),
+        );
+    }
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+    dir
+}

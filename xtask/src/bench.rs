@@ -172,28 +172,15 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .len();
     let store = root().join("target/corpus/linux.repo-search-index");
-    let out = Command::new(bin.join("index-bench"))
-        .arg(&dir)
-        .arg(&store)
-        .arg("--rg")
-        .arg(&rg)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(format!(
-            "index-bench failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let ours = String::from_utf8_lossy(&out.stdout).into_owned();
-    let field = |name: &str| -> f64 {
-        let key = format!("\"{name}\":");
-        ours.split(&key)
-            .nth(1)
-            .and_then(|r| r.split([',', '}']).next())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(f64::NAN)
-    };
+    let ours = probe_output(
+        Command::new(bin.join("index-bench"))
+            .arg(&dir)
+            .arg(&store)
+            .arg("--rg")
+            .arg(&rg),
+        "index-bench",
+    )?;
+    let field = |name: &str| json_number(&ours, name);
     let mut peers = Vec::new();
     for (q, re) in [
         ("SYSCALL_DEFINE3(fchmodat", "SYSCALL_DEFINE3\\(fchmodat"),
@@ -297,28 +284,15 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     let _ = server.wait();
     let served_ms = median(served);
     // The MCP server as an agent sees it, on the CLI's index.
-    let probe = Command::new(bin.join("mcp-probe"))
-        .arg(&cli)
-        .arg(&dir)
-        .arg(&cli_dir)
-        .arg("SYSCALL_DEFINE3(fchmodat")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !probe.status.success() {
-        return Err(format!(
-            "mcp-probe failed: {}",
-            String::from_utf8_lossy(&probe.stderr)
-        ));
-    }
-    let mcp = String::from_utf8_lossy(&probe.stdout).into_owned();
-    let mcp_field = |name: &str| -> f64 {
-        let key = format!("\"{name}\":");
-        mcp.split(&key)
-            .nth(1)
-            .and_then(|r| r.split([',', '}']).next())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(f64::NAN)
-    };
+    let mcp = probe_output(
+        Command::new(bin.join("mcp-probe"))
+            .arg(&cli)
+            .arg(&dir)
+            .arg(&cli_dir)
+            .arg("SYSCALL_DEFINE3(fchmodat"),
+        "mcp-probe",
+    )?;
+    let mcp_field = |name: &str| json_number(&mcp, name);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("\nembedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run");
     println!(
@@ -436,4 +410,40 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     println!("raw: {}", ours.trim());
     println!("raw mcp: {}", mcp.trim());
     Ok(())
+}
+
+/// Runs a probe binary that prints one JSON object, and returns that output.
+fn probe_output(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The number at `"name":` in a probe's flat JSON output, or NaN when it is missing.
+fn json_number(text: &str, name: &str) -> f64 {
+    let key = format!("\"{name}\":");
+    text.split(&key)
+        .nth(1)
+        .and_then(|r| r.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_number;
+
+    #[test]
+    fn probe_numbers_are_read_by_name() {
+        let out = r#"{"build_ms":5068.0,"rare_p50_ms":1.24,"nested":{"x":1},"last":7}"#;
+        assert_eq!(json_number(out, "build_ms"), 5068.0);
+        assert_eq!(json_number(out, "rare_p50_ms"), 1.24);
+        assert_eq!(json_number(out, "last"), 7.0);
+        assert!(json_number(out, "missing").is_nan());
+    }
 }

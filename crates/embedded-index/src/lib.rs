@@ -64,7 +64,6 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
 use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, Change, IndexState,
@@ -369,12 +368,6 @@ impl EmbeddedIndex {
     /// contents: for a host that checked and found nothing changed.
     pub fn touch(&self, source_revision: &str) -> Result<(), EmbeddedIndexError> {
         self.apply(&[], &[], Some(source_revision))
-    }
-
-    /// Takes the writer lock and releases it: for tests and hosts that must know no other writer
-    /// is mid-commit. Fails with [`EmbeddedIndexError::Busy`] when `deadline` passes first.
-    pub fn wait_for_writers(&self, deadline: Option<Instant>) -> Result<(), EmbeddedIndexError> {
-        self.lock(deadline).map(drop)
     }
 }
 

@@ -22,6 +22,9 @@ fn hits(n: usize) -> Vec<BackendHit> {
             column: 5,
             snippet: format!("pub fn item_{i}(input: &str) -> Result<(), Error> {{"),
             score: 0.5,
+            count: None,
+            before: Vec::new(),
+            after: Vec::new(),
         })
         .collect()
 }
@@ -36,6 +39,8 @@ fn guard(c: &mut Criterion) {
                 scope: &scope,
                 max_results: n,
                 snippet_bytes: 4096,
+                output: Default::default(),
+                context: Default::default(),
             };
             b.iter_batched(
                 || input.clone(),

@@ -142,6 +142,7 @@ impl RepositoryIndexBackend for MetadataFixture {
     fn capabilities(&self) -> BackendCapabilities {
         BackendCapabilities {
             semantic: self.semantic,
+            ..BackendCapabilities::default()
         }
     }
 
@@ -209,6 +210,9 @@ impl RepositoryIndexBackend for MetadataFixture {
                         column: 1,
                         snippet: "x".repeat(64),
                         score: 0.5,
+                        count: None,
+                        before: Vec::new(),
+                        after: Vec::new(),
                     })
                     .collect();
                 return Ok(BackendSearchResponse {
@@ -216,6 +220,7 @@ impl RepositoryIndexBackend for MetadataFixture {
                     status,
                     hits,
                     complete: true,
+                    full_scan: false,
                 });
             }
             let cap = request
@@ -248,6 +253,9 @@ impl RepositoryIndexBackend for MetadataFixture {
                         meta.symbol, meta.generation
                     ),
                     score: 1.0 / (1.0 + hits.len() as f64),
+                    count: None,
+                    before: Vec::new(),
+                    after: Vec::new(),
                 });
             }
             let complete = hits.len() < cap;
@@ -256,6 +264,7 @@ impl RepositoryIndexBackend for MetadataFixture {
                 status,
                 hits,
                 complete,
+                full_scan: false,
             })
         })
     }

@@ -80,12 +80,17 @@ pub fn trust_validator(data: &[u8]) {
             column: u64::from(h.column),
             snippet: h.snippet,
             score: h.score,
+            count: None,
+            before: Vec::new(),
+            after: Vec::new(),
         })
         .collect();
     let ctx = TrustContext {
         scope: &scope,
         max_results,
         snippet_bytes,
+        output: Default::default(),
+        context: Default::default(),
     };
     match validate_hits(hits.clone(), &ctx) {
         Err(e) => {

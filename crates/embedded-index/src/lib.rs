@@ -373,7 +373,7 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities { semantic: false }
+        BackendCapabilities::default()
     }
 
     /// Re-reads the added and edited files from the worktree and commits them with the request's

@@ -45,6 +45,7 @@ impl EmbeddedIndex {
                 hits: Vec::new(),
                 complete: true,
                 skipped: None,
+                full_scan: false,
             });
         };
         let status = snap.status();
@@ -142,6 +143,9 @@ impl EmbeddedIndex {
                             column: m.column,
                             score: crate::rank::score(c.prior, m.shape),
                             snippet: m.snippet,
+                            count: None,
+                            before: Vec::new(),
+                            after: Vec::new(),
                         },
                     )),
                     Verified::NoMatch => {}
@@ -168,6 +172,7 @@ impl EmbeddedIndex {
             complete,
             // Only what verification met: binary files and the like are not counted here.
             skipped: (skipped != SkippedFiles::default()).then_some(skipped),
+            full_scan: false,
         })
     }
 }

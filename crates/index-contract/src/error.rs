@@ -186,6 +186,41 @@ impl IdRejection {
     }
 }
 
+/// Why a regular expression was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegexRejection {
+    /// It does not parse.
+    Syntax,
+    /// It uses look-around or a backreference, which ripgrep's default engine (the `regex`
+    /// crate) does not have.
+    Unsupported,
+    /// It compiles to more than [`crate::limits::REGEX_SIZE_LIMIT_BYTES`].
+    TooBig,
+    /// It can match a line break, and search is line by line.
+    LineTerminator,
+}
+
+impl RegexRejection {
+    /// A fixed human description, with what to change.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            RegexRejection::Syntax => {
+                "it does not parse as a regular expression (ripgrep's syntax); escape special characters such as `(`, `[`, `{`, `.`, or set `regex: false` to match the text literally"
+            }
+            RegexRejection::Unsupported => {
+                "look-around and backreferences are not supported (as in ripgrep's default engine); rewrite the pattern without them"
+            }
+            RegexRejection::TooBig => {
+                "it compiles to more than the size limit; use a shorter pattern or smaller repetition counts"
+            }
+            RegexRejection::LineTerminator => {
+                "it can match a line break, and search is line by line; remove `\\n` from the pattern"
+            }
+        }
+    }
+}
+
 /// Every way a search, update or configuration can fail. Each variant maps to exactly one
 /// [`ErrorCode`]; messages are fixed per variant and are built only from this crate's own values,
 /// never from text a backend produced.
@@ -302,6 +337,11 @@ pub enum IndexError {
     /// A hit's line or column is zero (both are 1-based).
     #[error("the index returned a line or column of 0; both are 1-based")]
     UntrustedPosition,
+    /// A hit's `count` or context lines do not fit the request: a count missing, zero or not
+    /// asked for, more context lines than asked or than the file can have before the hit, or a
+    /// context line holding a line break.
+    #[error("the index returned a count or context lines that do not fit the request")]
+    UntrustedHitDetail,
     /// The index attests a revision that is not a bounded, printable id.
     #[error("the index attests a source revision that is not a bounded printable id")]
     UntrustedRevision,
@@ -321,6 +361,44 @@ pub enum IndexError {
         /// The setting.
         setting: &'static str,
     },
+    /// The request needs an option that the index backend does not declare (see
+    /// `BackendCapabilities`), or that the mode does not have.
+    #[error(
+        "option `{option}` is not supported in mode `{mode}` here; drop it, or use mode `literal`, which supports every option"
+    )]
+    OptionUnsupported {
+        /// The option's name as the schema spells it.
+        option: &'static str,
+        /// The mode asked for.
+        mode: SearchMode,
+    },
+    /// `regex: true` with a query that is not a usable regular expression.
+    #[error("argument `query` refused: {}", reason.describe())]
+    InvalidRegex {
+        /// Why.
+        reason: RegexRejection,
+    },
+    /// A glob does not parse.
+    #[error(
+        "argument `glob`: entry {index} (0-based) is not a valid glob; globs use ripgrep's `-g` syntax, for example `*.rs`, `src/**` or `!*.md`"
+    )]
+    InvalidGlob {
+        /// Its position in the list.
+        index: usize,
+    },
+    /// A file type is not one ripgrep knows.
+    #[error(
+        "argument `type`: entry {index} (0-based) is not a ripgrep file type; use names such as `rust`, `py`, `c`, `js`, `go`, `java`, or `glob` instead"
+    )]
+    UnknownFileType {
+        /// Its position in the list.
+        index: usize,
+    },
+    /// `page_token` does not belong to this query's answer as it is now.
+    #[error(
+        "the answer changed since the previous page was taken (the worktree or index changed, or the query differs); start again without `offset` and `page_token`"
+    )]
+    PageChanged,
     /// A tool argument is missing, of the wrong type, or out of range.
     #[error("argument `{argument}`: {problem}")]
     InvalidArgument {
@@ -345,6 +423,14 @@ impl IndexError {
                 ErrorCode::Stale
             }
             IndexFailed | StatusUnreadable | BackendFailed | BackendPanicked => ErrorCode::Failed,
+            PageChanged => ErrorCode::Stale,
+            OptionUnsupported { .. } | InvalidGlob { .. } | UnknownFileType { .. } => {
+                ErrorCode::Unsupported
+            }
+            InvalidRegex {
+                reason: RegexRejection::TooBig,
+            } => ErrorCode::Limit,
+            InvalidRegex { .. } => ErrorCode::Unsupported,
             DeadlineExceeded { .. } | Cancelled => ErrorCode::Timeout,
             TooManyChanges { .. }
             | TooManyPaths { .. }
@@ -359,6 +445,7 @@ impl IndexError {
             | UntrustedPath { .. }
             | UntrustedScore
             | UntrustedPosition
+            | UntrustedHitDetail
             | UntrustedRevision => ErrorCode::Untrusted,
             InvalidArgument { code, .. } => *code,
         }

@@ -42,11 +42,13 @@ mod signal;
 mod traits;
 mod types;
 
-pub use error::{ErrorCode, Field, IdRejection, IndexError, PathRejection, WireError};
+pub use error::{
+    ErrorCode, Field, IdRejection, IndexError, PathRejection, RegexRejection, WireError,
+};
 pub use signal::{CancelSignal, Cancelled};
 pub use traits::{BackendError, BoxFuture, RepositoryIndexBackend, RepositoryOperations};
 pub use types::{
-    BackendCapabilities, BackendHit, BackendSearchResponse, Change, IndexState, IndexStatus,
-    Provenance, RemoveRequest, SearchHit, SearchMode, SearchRequest, SearchResult, SearchStats,
-    SkippedFiles, StopReason, UnixMillis, UpdateRequest,
+    BackendCapabilities, BackendHit, BackendSearchResponse, Change, ContextLines, FileFilter,
+    IndexState, IndexStatus, OutputMode, Provenance, RemoveRequest, SearchHit, SearchMode,
+    SearchRequest, SearchResult, SearchStats, SkippedFiles, StopReason, UnixMillis, UpdateRequest,
 };

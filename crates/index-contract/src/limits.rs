@@ -43,6 +43,21 @@ pub const MAX_ID_BYTES: usize = 256;
 pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest accepted query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most lines of context on either side of a hit (`context_before`, `context_after`).
+pub const MAX_CONTEXT_LINES: u32 = 20;
+/// Deepest page: the largest `offset` a query may ask for. A page at `offset` costs the work of
+/// `offset + max_results` hits, so the bound keeps a page's memory and time bounded.
+pub const MAX_OFFSET: usize = 100_000;
+/// Most globs plus file types in one query.
+pub const MAX_FILE_FILTERS: usize = 64;
+/// Compiled-size limit of a regular expression, in bytes: the `regex` crate's own default. ripgrep
+/// allows 100 MiB; a pattern between the two compiles in `rg` and is refused here with
+/// `ERR_PRISM_INDEX_LIMIT`, because a query runs inside a long-lived host whose memory must stay
+/// bounded whatever a caller sends.
+pub const REGEX_SIZE_LIMIT_BYTES: usize = 10 * 1024 * 1024;
+/// Capacity of a regular expression's lazy DFA cache, in bytes, per searching thread. It only
+/// bounds memory; a pattern that needs more runs slower, never differently.
+pub const REGEX_DFA_CACHE_BYTES: usize = 16 * 1024 * 1024;
 /// How far in the future an `updated_at` may lie before it is refused as stale: 5 s of clock
 /// skew between the host and the backend. A timestamp beyond that would buy eternal freshness.
 pub const CLOCK_SKEW_ALLOWANCE_MS: u64 = 5_000;

@@ -133,11 +133,120 @@ impl IndexStatus {
     }
 }
 
-/// What a backend declares it can do. Declared, never inferred.
+/// What a backend declares it can do. Declared, never inferred: a request that needs a capability
+/// the backend does not declare is refused with `ERR_PRISM_INDEX_UNSUPPORTED` before the backend
+/// sees it, never served with the option ignored.
+///
+/// Every option but `semantic` is about the fixed-string and regex modes; `semantic` queries take
+/// the scope, the file filters and paging only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BackendCapabilities {
     /// Whether the backend serves `semantic` queries.
     pub semantic: bool,
+    /// Whether `indexed_literal` takes a regular expression (`regex: true`).
+    pub regex: bool,
+    /// Whether the backend honours [`FileFilter::globs`] and [`FileFilter::types`].
+    pub file_filters: bool,
+    /// Whether the backend answers [`OutputMode::Count`].
+    pub count: bool,
+    /// Whether the backend returns context lines ([`ContextLines`]).
+    pub context: bool,
+    /// Whether the backend's hits, for a given committed version, are always the first
+    /// `max_results` of one deterministic order, so that the facade can page them with `offset`.
+    pub paging: bool,
+    /// Whether the index holds hidden files ([`FileFilter::include_hidden`]).
+    pub hidden_files: bool,
+    /// Whether the index holds files that ignore rules exclude ([`FileFilter::include_ignored`]).
+    pub ignored_files: bool,
+}
+
+/// What each hit of an answer stands for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Each hit is one matching line (in the index modes, the first matching line of its file).
+    #[default]
+    Content,
+    /// Each hit is one matching file, at its first match (ripgrep's `-l`).
+    Files,
+    /// As `files`, and each hit carries `count`, the number of matching lines in its file
+    /// (ripgrep's `-c`).
+    Count,
+}
+
+impl OutputMode {
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutputMode::Content => "content",
+            OutputMode::Files => "files",
+            OutputMode::Count => "count",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<OutputMode> {
+        [OutputMode::Content, OutputMode::Files, OutputMode::Count]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
+/// Which files a query searches, besides its scope: ripgrep's `-g`, `-t`, `--hidden` and
+/// `--no-ignore`, with ripgrep's meaning.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FileFilter {
+    /// Globs matched on repo-relative paths, as ripgrep's `-g`: a file must match an include glob
+    /// (when there is one), and a glob starting with `!` excludes. Later globs win.
+    #[serde(rename = "glob", skip_serializing_if = "Vec::is_empty")]
+    pub globs: Vec<String>,
+    /// ripgrep file type names (`rust`, `py`, `c`, ...): a file must be of one of them.
+    #[serde(rename = "type", skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    /// Search hidden files and directories too (`--hidden`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub include_hidden: bool,
+    /// Search files that ignore rules exclude too (`--no-ignore`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub include_ignored: bool,
+}
+
+impl FileFilter {
+    /// Whether the filter is ripgrep's default: every selected file, no globs, no types.
+    pub fn is_default(&self) -> bool {
+        self == &FileFilter::default()
+    }
+
+    /// Whether globs or types narrow the selection.
+    pub fn narrows(&self) -> bool {
+        !self.globs.is_empty() || !self.types.is_empty()
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Lines of context around each content hit (ripgrep's `-B` and `-A`), each at most
+/// [`crate::limits::MAX_CONTEXT_LINES`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContextLines {
+    /// Lines before the hit's line.
+    #[serde(rename = "context_before")]
+    pub before: u32,
+    /// Lines after the hit's line.
+    #[serde(rename = "context_after")]
+    pub after: u32,
+}
+
+impl ContextLines {
+    /// Whether any context is asked for.
+    pub fn any(&self) -> bool {
+        self.before > 0 || self.after > 0
+    }
 }
 
 /// One change to the worktree, as a host reports it.
@@ -201,10 +310,17 @@ pub struct RemoveRequest {
 }
 
 /// A query, as the operations and the backend receive it.
+///
+/// A backend never sees `offset` or `page_token`: the facade asks it for the first
+/// `offset + max_results` hits and pages them itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SearchRequest {
-    /// The text to look for; a fixed string in the literal modes.
+    /// The text to look for: a fixed string in the literal modes, unless `regex` is set.
     pub query: String,
+    /// `query` is a regular expression in ripgrep's syntax (the `regex` crate's), not a fixed
+    /// string.
+    #[serde(default)]
+    pub regex: bool,
     /// How to answer.
     pub mode: SearchMode,
     /// Optional repo-relative directory or file to search within.
@@ -219,6 +335,24 @@ pub struct SearchRequest {
     /// How long the query may take; clamped to the configured cap. `None` means the cap.
     #[serde(default, with = "opt_millis", rename = "deadline_ms")]
     pub deadline: Option<Duration>,
+    /// Which files to search, besides the scope.
+    #[serde(flatten)]
+    pub files: FileFilter,
+    /// What each hit stands for.
+    #[serde(default)]
+    pub output: OutputMode,
+    /// Lines of context around each content hit.
+    #[serde(flatten)]
+    pub context: ContextLines,
+    /// Hits of the deterministic order to skip: a later page starts at the previous answer's
+    /// `next_offset`.
+    #[serde(default)]
+    pub offset: usize,
+    /// The previous page's `page_token`. With it, a page whose earlier hits are no longer the
+    /// hits the previous pages returned (the worktree or the index changed, or the query is not
+    /// the same) fails with `ERR_PRISM_INDEX_STALE` instead of returning a shifted list.
+    #[serde(default)]
+    pub page_token: Option<String>,
     /// Cancels the query when fired. Not serialized: it lives in one process.
     #[serde(skip)]
     pub signal: CancelSignal,
@@ -234,6 +368,12 @@ impl SearchRequest {
             max_results: None,
             case_insensitive: false,
             deadline: None,
+            regex: false,
+            files: FileFilter::default(),
+            output: OutputMode::Content,
+            context: ContextLines::default(),
+            offset: 0,
+            page_token: None,
             signal: CancelSignal::new(),
         }
     }
@@ -269,6 +409,37 @@ pub struct BackendHit {
     pub snippet: String,
     /// Relevance in `[0, 1]`.
     pub score: f64,
+    /// Count output: the file's matching lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Context: the lines before `line`, nearest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<String>,
+    /// Context: the lines after `line`, nearest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+}
+
+impl BackendHit {
+    /// A hit with no count and no context.
+    pub fn new(
+        path: impl Into<String>,
+        line: u64,
+        column: u64,
+        snippet: impl Into<String>,
+        score: f64,
+    ) -> BackendHit {
+        BackendHit {
+            path: path.into(),
+            line,
+            column,
+            snippet: snippet.into(),
+            score,
+            count: None,
+            before: Vec::new(),
+            after: Vec::new(),
+        }
+    }
 }
 
 /// A backend's answer: the hits, whether it stopped early, and the status of the committed
@@ -286,6 +457,10 @@ pub struct BackendSearchResponse {
     /// backend text, and the facade passes them on as the answer's `stats.files_skipped`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<SkippedFiles>,
+    /// `true` when the backend could not narrow the candidates (a regex without a usable
+    /// trigram, for example) and verified every file; passed on as `stats.full_scan`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub full_scan: bool,
 }
 
 /// Why an answer is incomplete.
@@ -319,6 +494,17 @@ pub struct SearchHit {
     /// Relevance in `[0, 1]`; index modes only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// `count` output: the number of matching lines in the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// With context asked for: the lines before `line` (nearest last), each cut to the snippet
+    /// cap. Fewer at the start of a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Vec<String>>,
+    /// With context asked for: the lines after `line` (nearest first), each cut to the snippet
+    /// cap. Fewer at the end of a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Vec<String>>,
 }
 
 /// Files passed over, by reason. The literal search counts every reason; an index backend counts
@@ -361,6 +547,10 @@ pub struct SearchStats {
     /// Hits dropped because their path had been seen already (index modes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicates_removed: Option<u64>,
+    /// Index modes: `true` when the index could not narrow the candidates (a regex without a
+    /// usable trigram) and every file in scope was verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_scan: Option<bool>,
 }
 
 /// Where index hits came from: the state of the version that was searched.
@@ -395,4 +585,11 @@ pub struct SearchResult {
     /// Always `true` in the index modes: index text is not fact, and a mutation needs a fresh read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted_index: Option<bool>,
+    /// When the answer stopped at `max_results`: the `offset` of the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+    /// With `next_offset`: the token to send with the next page, which proves that page follows
+    /// this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
 }

@@ -29,10 +29,11 @@
 //! assert!(check_freshness(&status, &StalePolicy::default(), now).is_ok());
 //!
 //! let scope = Scope::parse(Some("src")).unwrap();
-//! let ctx = TrustContext { scope: &scope, max_results: 10, snippet_bytes: 4096 };
-//! let hit = |path: &str| BackendHit {
-//!     path: path.into(), line: 1, column: 1, snippet: "fn main()".into(), score: 0.5,
+//! let ctx = TrustContext {
+//!     scope: &scope, max_results: 10, snippet_bytes: 4096,
+//!     output: Default::default(), context: Default::default(),
 //! };
+//! let hit = |path: &str| BackendHit::new(path, 1, 1, "fn main()", 0.5);
 //! // A sibling that merely shares the prefix is outside the scope: the whole answer is refused.
 //! let err = validate_hits(vec![hit("src/a.rs"), hit("srcx/b.rs")], &ctx).unwrap_err();
 //! assert_eq!(err.code(), ErrorCode::Untrusted);
@@ -45,6 +46,8 @@
 
 mod freshness;
 mod mode;
+mod options;
+mod page;
 mod path;
 mod query;
 mod snippet;
@@ -53,6 +56,8 @@ mod update;
 
 pub use freshness::{check_freshness, parse_status};
 pub use mode::check_mode;
+pub use options::{OptionSupport, check_options};
+pub use page::{Page, page_token, paginate};
 pub use path::{Scope, check_field_path, check_path, is_git_internal_segment, is_within};
 pub use query::{
     MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_scope_chars,

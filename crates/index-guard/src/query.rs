@@ -108,14 +108,16 @@ fn unsupported(problem: &'static str) -> IndexError {
 /// Renders `prefix`, a number and `suffix` into a `&'static str` at compile time.
 macro_rules! cap_message {
     ($prefix:expr, $n:expr, $suffix:expr) => {{
-        const LEN: usize = $prefix.len() + decimal_digits($n) + $suffix.len();
-        const BYTES: [u8; LEN] = render($prefix, $n, $suffix);
+        const LEN: usize = $prefix.len() + $crate::query::decimal_digits($n) + $suffix.len();
+        const BYTES: [u8; LEN] = $crate::query::render($prefix, $n, $suffix);
         match std::str::from_utf8(&BYTES) {
             Ok(s) => s,
             Err(_) => panic!("a cap message is ASCII"),
         }
     }};
 }
+
+pub(crate) use cap_message;
 
 /// `"is longer than {MAX_QUERY_BYTES} bytes"`.
 const QUERY_BYTES_MESSAGE: &str = cap_message!("is longer than ", MAX_QUERY_BYTES, " bytes");
@@ -124,7 +126,7 @@ const QUERY_CHARS_MESSAGE: &str = cap_message!("is longer than ", MAX_QUERY_CHAR
 /// `"is longer than {MAX_PATH_CHARS} characters"`.
 const PATH_CHARS_MESSAGE: &str = cap_message!("is longer than ", MAX_PATH_CHARS, " characters");
 
-const fn decimal_digits(mut n: usize) -> usize {
+pub(crate) const fn decimal_digits(mut n: usize) -> usize {
     let mut digits = 1;
     while n >= 10 {
         n /= 10;
@@ -135,7 +137,7 @@ const fn decimal_digits(mut n: usize) -> usize {
 
 /// Writes `prefix`, `n` in decimal and `suffix` into exactly `LEN` bytes (a mismatch fails the
 /// build, since this only runs in constants).
-const fn render<const LEN: usize>(prefix: &str, n: usize, suffix: &str) -> [u8; LEN] {
+pub(crate) const fn render<const LEN: usize>(prefix: &str, n: usize, suffix: &str) -> [u8; LEN] {
     let mut out = [0u8; LEN];
     let (prefix, suffix) = (prefix.as_bytes(), suffix.as_bytes());
     let mut i = 0;

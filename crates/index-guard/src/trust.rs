@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use index_contract::{
-    BackendHit, Field, IndexError, IndexStatus, Provenance, SearchHit, SearchMode, SearchResult,
-    SearchStats, StopReason,
+    BackendHit, ContextLines, Field, IndexError, IndexStatus, OutputMode, Provenance, SearchHit,
+    SearchMode, SearchResult, SearchStats, StopReason,
 };
 
 use crate::path::{Scope, check_path};
@@ -17,8 +17,12 @@ pub struct TrustContext<'a> {
     pub scope: &'a Scope,
     /// The result cap for this query (already clamped).
     pub max_results: usize,
-    /// The snippet cap in bytes.
+    /// The snippet cap in bytes; context lines are cut to it too.
     pub snippet_bytes: usize,
+    /// What each hit stands for: with `count`, every hit must carry one, and otherwise none may.
+    pub output: OutputMode,
+    /// The context asked for: no hit may carry more lines on either side.
+    pub context: ContextLines,
 }
 
 /// Hits that passed the gate.
@@ -61,6 +65,7 @@ pub fn validate_hits(
         if hit.line == 0 || hit.column == 0 {
             return Err(IndexError::UntrustedPosition);
         }
+        check_detail(hit, ctx)?;
     }
     let backend_hits = hits.len() as u64;
     let mut seen: HashSet<String> = HashSet::with_capacity(hits.len().min(ctx.max_results * 2));
@@ -82,6 +87,13 @@ pub fn validate_hits(
             (_, false) => (hit.snippet, false),
             (cut, true) => (cut.to_owned(), true),
         };
+        let cut = |lines: Vec<String>| {
+            lines
+                .into_iter()
+                .map(|l| truncate_str(&l, ctx.snippet_bytes).0.to_owned())
+                .collect::<Vec<_>>()
+        };
+        let with_context = ctx.context.any();
         out.push(SearchHit {
             path: hit.path,
             line: hit.line,
@@ -89,6 +101,9 @@ pub fn validate_hits(
             snippet,
             snippet_truncated,
             score: Some(hit.score),
+            count: hit.count,
+            before: with_context.then(|| cut(hit.before)),
+            after: with_context.then(|| cut(hit.after)),
         });
     }
     Ok(TrustedHits {
@@ -97,6 +112,29 @@ pub fn validate_hits(
         backend_hits,
         duplicates_removed,
     })
+}
+
+/// A hit's count and context against the request.
+fn check_detail(hit: &BackendHit, ctx: &TrustContext<'_>) -> Result<(), IndexError> {
+    let count_ok = match (ctx.output, hit.count) {
+        (OutputMode::Count, Some(n)) => n >= 1,
+        (OutputMode::Count, None) => false,
+        (_, count) => count.is_none(),
+    };
+    let before = hit.before.len() as u64;
+    let context_ok = before <= u64::from(ctx.context.before)
+        && before < hit.line
+        && hit.after.len() as u64 <= u64::from(ctx.context.after)
+        && !hit
+            .before
+            .iter()
+            .chain(&hit.after)
+            .any(|l| l.contains('\n'));
+    if count_ok && context_ok {
+        Ok(())
+    } else {
+        Err(IndexError::UntrustedHitDetail)
+    }
 }
 
 /// Builds the answer for an index mode: the trusted hits, stamped with the provenance of the
@@ -126,5 +164,7 @@ pub fn stamp(
             updated_at: status.updated_at,
         }),
         untrusted_index: Some(true),
+        next_offset: None,
+        page_token: None,
     }
 }

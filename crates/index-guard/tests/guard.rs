@@ -54,7 +54,14 @@ fn check(input: Input, expected: Expected) {
             mode,
             allowed,
             semantic,
-        } => to_expected(check_mode(mode, &allowed, BackendCapabilities { semantic })),
+        } => to_expected(check_mode(
+            mode,
+            &allowed,
+            BackendCapabilities {
+                semantic,
+                ..BackendCapabilities::default()
+            },
+        )),
         Input::Status { status, policy } => to_expected(check_freshness(&status, &policy, NOW)),
         Input::StatusJson(json) => match parse_status(json.as_bytes()) {
             Ok(status) => to_expected(check_freshness(&status, &StalePolicy::default(), NOW)),
@@ -71,6 +78,8 @@ fn check(input: Input, expected: Expected) {
                 scope: &scope,
                 max_results,
                 snippet_bytes,
+                output: Default::default(),
+                context: Default::default(),
             };
             match validate_hits(hits, &ctx) {
                 Ok(t) => {
@@ -125,6 +134,9 @@ fn hit(path: &str, score: f64) -> BackendHit {
         column: 5,
         snippet: format!("text of {path}"),
         score,
+        count: None,
+        before: Vec::new(),
+        after: Vec::new(),
     }
 }
 

@@ -39,6 +39,9 @@ fn hit_strategy() -> impl Strategy<Value = BackendHit> {
             column,
             snippet,
             score,
+            count: None,
+            before: Vec::new(),
+            after: Vec::new(),
         })
 }
 
@@ -53,7 +56,7 @@ proptest! {
         snippet_bytes in 1usize..24,
     ) {
         let scope = Scope::parse(scope).unwrap();
-        let ctx = TrustContext { scope: &scope, max_results, snippet_bytes };
+        let ctx = TrustContext { scope: &scope, max_results, snippet_bytes, output: Default::default(), context: Default::default() };
         let any_bad = hits.iter().any(|h| {
             check_path(&h.path).is_err()
                 || !scope.contains(&h.path)

@@ -206,13 +206,13 @@ impl FixtureBackend {
                         complete = false;
                         break;
                     }
-                    hits.push(BackendHit {
-                        path: path.clone(),
-                        line: i as u64 + 1,
-                        column: col as u64 + 1,
-                        snippet: line.to_owned(),
-                        score: 1.0 / (1.0 + hits.len() as f64),
-                    });
+                    hits.push(BackendHit::new(
+                        path.clone(),
+                        i as u64 + 1,
+                        col as u64 + 1,
+                        line,
+                        1.0 / (1.0 + hits.len() as f64),
+                    ));
                     // One hit per file: the seam keeps the first hit of each path anyway.
                     break;
                 }
@@ -223,14 +223,18 @@ impl FixtureBackend {
             status: state.status.clone(),
             hits,
             complete,
+            full_scan: false,
         }
     }
 }
 
 impl RepositoryIndexBackend for FixtureBackend {
     fn capabilities(&self) -> BackendCapabilities {
+        // Its hits are always the first of path order, so the facade may page them.
         BackendCapabilities {
             semantic: self.semantic,
+            paging: true,
+            ..BackendCapabilities::default()
         }
     }
 
@@ -296,6 +300,7 @@ impl RepositoryIndexBackend for FixtureBackend {
                     status: self.current_status(),
                     hits: hits.clone(),
                     complete: true,
+                    full_scan: false,
                 }),
                 Behaviour::Error(text) => Err(text.clone().into()),
                 Behaviour::Panic => panic!("fixture backend panicked on purpose"),

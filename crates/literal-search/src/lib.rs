@@ -161,6 +161,8 @@ impl LiteralSearch {
             },
             indexed: None,
             untrusted_index: None,
+            next_offset: None,
+            page_token: None,
         })
     }
 }

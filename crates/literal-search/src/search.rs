@@ -218,6 +218,9 @@ impl Job {
             snippet,
             snippet_truncated: truncated || m.partial,
             score: None,
+            count: None,
+            before: None,
+            after: None,
         }
     }
 }

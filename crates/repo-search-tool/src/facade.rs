@@ -13,8 +13,8 @@ use index_contract::{
     limits::{SearchLimits, StalePolicy, UpdateLimits},
 };
 use index_guard::{
-    Scope, TrustContext, check_freshness, check_index_query, check_mode, stamp, validate_hits,
-    validate_remove, validate_update,
+    OptionSupport, Scope, TrustContext, check_freshness, check_index_query, check_mode,
+    check_options, paginate, stamp, validate_hits, validate_remove, validate_update,
 };
 
 /// How the facade is configured: which modes it allows, its freshness policy and its caps.
@@ -154,14 +154,21 @@ impl IndexedRepositoryOperations {
             return Err(IndexError::Disposed);
         }
         check_index_query(&request.query, request.mode)?;
+        check_options(&request, OptionSupport::Backend(self.capabilities))?;
+        search_profile::check_patterns(&request)?;
         let scope = Scope::parse(request.path.as_deref())?;
         let limits = self.config.limits;
-        let max_results = limits.clamp_max_results(request.max_results);
+        let page_size = limits.clamp_max_results(request.max_results);
         let deadline = limits.clamp_deadline(request.deadline);
-        // The backend sees the clamped values and the canonical scope.
+        // The backend sees the clamped values and the canonical scope. It never sees paging: it
+        // is asked for the first `offset + page_size` hits of its order, and the page is cut here.
+        let paging = request.clone();
+        let max_results = request.offset + page_size;
         request.max_results = Some(max_results);
         request.deadline = Some(deadline);
         request.path = scope.as_path().map(str::to_owned);
+        request.offset = 0;
+        request.page_token = None;
         let mode = request.mode;
         let signal = request.signal.clone();
         if signal.is_cancelled() {
@@ -192,10 +199,17 @@ impl IndexedRepositoryOperations {
             scope: &scope,
             max_results,
             snippet_bytes: limits.snippet_bytes(),
+            output: paging.output,
+            context: paging.context,
         };
         let trusted = validate_hits(response.hits, &ctx)?;
         let backend_under_cap = (trusted.backend_hits as usize) < max_results;
+        // More hits follow the window when it was cut at its cap, by the gate or the backend.
+        let more = trusted.capped || (!response.complete && !backend_under_cap);
         let mut result = stamp(mode, &response.status, trusted, response.complete);
+        if response.full_scan {
+            result.stats.full_scan = Some(true);
+        }
         if let Some(skipped) = response.skipped {
             // Counts only; no backend text reaches the caller through them.
             result.stats.files_skipped = Some(skipped);
@@ -203,6 +217,12 @@ impl IndexedRepositoryOperations {
                 result.stopped = Some(StopReason::UnservedFiles);
             }
         }
+        let revision = response.status.source_revision.as_deref();
+        let window = std::mem::take(&mut result.hits);
+        let page = paginate(&paging, revision, window, page_size, more)?;
+        result.hits = page.hits;
+        result.next_offset = page.next_offset;
+        result.page_token = page.page_token;
         Ok(result)
     }
 }

@@ -147,6 +147,9 @@ fn bad_hit(path: &str, score: f64) -> BackendHit {
         column: 1,
         snippet: "x".into(),
         score,
+        count: None,
+        before: Vec::new(),
+        after: Vec::new(),
     }
 }
 

@@ -42,12 +42,14 @@
 
 mod open;
 mod order;
+mod pattern;
 mod search;
 mod select;
 mod stream;
 
 pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular};
 pub use order::PathKey;
+pub use pattern::{check_file_filter, check_patterns};
 pub use search::{
     FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,
     SearchFileError, matcher,

@@ -1,0 +1,143 @@
+//! Checking a request's patterns (a regex query, globs, file types) with the matchers that will
+//! run them, so that a bad pattern is refused with a clear error before any search or backend
+//! call, in every mode alike.
+
+use grep_regex::RegexMatcherBuilder;
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use index_contract::{
+    FileFilter, IndexError, RegexRejection, SearchMode, SearchRequest,
+    limits::{REGEX_DFA_CACHE_BYTES, REGEX_SIZE_LIMIT_BYTES},
+};
+
+/// Checks that `request`'s regex (when `regex` is set), globs and types compile as ripgrep
+/// compiles them.
+///
+/// # Example
+///
+/// ```
+/// use index_contract::{ErrorCode, SearchMode, SearchRequest};
+///
+/// let mut request = SearchRequest::new("fn\\s+(", SearchMode::Literal);
+/// request.regex = true;
+/// let err = search_profile::check_patterns(&request).unwrap_err();
+/// assert_eq!(err.code(), ErrorCode::Unsupported);
+/// request.query = "fn\\s+main".into();
+/// request.files.types = vec!["rust".into()];
+/// assert!(search_profile::check_patterns(&request).is_ok());
+/// ```
+pub fn check_patterns(request: &SearchRequest) -> Result<(), IndexError> {
+    if request.regex && request.mode != SearchMode::Semantic {
+        regex_builder(request.case_insensitive)
+            .build(&request.query)
+            .map_err(|e| IndexError::InvalidRegex {
+                reason: regex_rejection(&request.query, &e),
+            })?;
+    }
+    check_file_filter(&request.files)
+}
+
+/// ripgrep's regex matcher configuration (`rg` without `-F`), with the contract's size limits.
+pub(crate) fn regex_builder(case_insensitive: bool) -> RegexMatcherBuilder {
+    let mut b = RegexMatcherBuilder::new();
+    b.multi_line(true)
+        .unicode(true)
+        .octal(false)
+        .case_insensitive(case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .dot_matches_new_line(false)
+        .ban_byte(Some(b'\x00'))
+        .size_limit(REGEX_SIZE_LIMIT_BYTES)
+        .dfa_size_limit(REGEX_DFA_CACHE_BYTES);
+    b
+}
+
+fn regex_rejection(pattern: &str, error: &grep_regex::Error) -> RegexRejection {
+    use regex_syntax::ast::ErrorKind as Ast;
+    match regex_syntax::ast::parse::Parser::new().parse(pattern) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                Ast::UnsupportedLookAround | Ast::UnsupportedBackreference
+            ) =>
+        {
+            RegexRejection::Unsupported
+        }
+        Err(_) => RegexRejection::Syntax,
+        Ok(_) => match error.kind() {
+            grep_regex::ErrorKind::NotAllowed(_) => RegexRejection::LineTerminator,
+            // A pattern that parses and is allowed fails only on a size limit.
+            _ => RegexRejection::TooBig,
+        },
+    }
+}
+
+/// Checks every glob and type name as ripgrep's `-g` and `-t` take them.
+pub fn check_file_filter(files: &FileFilter) -> Result<(), IndexError> {
+    let mut globs = OverrideBuilder::new("/");
+    for (index, glob) in files.globs.iter().enumerate() {
+        globs
+            .add(glob)
+            .map_err(|_| IndexError::InvalidGlob { index })?;
+    }
+    if !files.types.is_empty() {
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        let known: Vec<String> = types
+            .definitions()
+            .into_iter()
+            .map(|d| d.name().to_owned())
+            .collect();
+        for (index, name) in files.types.iter().enumerate() {
+            if !known.iter().any(|k| k == name) {
+                return Err(IndexError::UnknownFileType { index });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use index_contract::{ErrorCode, RegexRejection, SearchMode, SearchRequest};
+
+    use super::check_patterns;
+
+    fn check(query: &str, expected: Option<RegexRejection>) {
+        let mut r = SearchRequest::new(query, SearchMode::Literal);
+        r.regex = true;
+        let got = match check_patterns(&r) {
+            Ok(()) => None,
+            Err(index_contract::IndexError::InvalidRegex { reason }) => Some(reason),
+            Err(other) => panic!("{query}: {other}"),
+        };
+        assert_eq!(got, expected, "{query}");
+    }
+
+    #[test]
+    fn regex_refusals_say_why() {
+        check(r"fn\s+new_[a-z]+\(", None);
+        check(r"(?i)foo|bar", None);
+        check("fn (", Some(RegexRejection::Syntax));
+        check("a[", Some(RegexRejection::Syntax));
+        check("(?=x)", Some(RegexRejection::Unsupported));
+        check(r"(a)\1", Some(RegexRejection::Unsupported));
+        check(r"a\nb", Some(RegexRejection::LineTerminator));
+        check(r"\w{1000}{1000}", Some(RegexRejection::TooBig));
+    }
+
+    #[test]
+    fn globs_and_types_are_checked_by_position() {
+        let mut r = SearchRequest::new("x", SearchMode::Literal);
+        r.files.globs = vec!["*.rs".into(), "!src/**".into(), "a[".into()];
+        let err = check_patterns(&r).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Unsupported);
+        assert!(err.to_string().contains("entry 2"), "{err}");
+        r.files.globs.pop();
+        r.files.types = vec!["rust".into(), "nosuchtype".into()];
+        let err = check_patterns(&r).unwrap_err();
+        assert!(err.to_string().contains("entry 1"), "{err}");
+        r.files.types.pop();
+        assert!(check_patterns(&r).is_ok());
+    }
+}

@@ -23,8 +23,8 @@ pub enum OptionSupport {
 /// mode.
 ///
 /// Bounds: at most [`MAX_CONTEXT_LINES`] of context either side, and context only with
-/// `output: content`; `offset` at most [`MAX_OFFSET`]; at most [`MAX_FILE_FILTERS`] globs and types
-/// together, each non-empty and within [`MAX_PATH_BYTES`]. The syntax of a glob, a type name or a
+/// `output: content`; `offset` at most [`MAX_OFFSET`]; at most [`MAX_FILE_FILTERS`] globs and as many
+/// types, each non-empty and within [`MAX_PATH_BYTES`]. The syntax of a glob, a type name or a
 /// regex is the profile's to check, since it owns the matchers.
 ///
 /// # Example
@@ -99,11 +99,7 @@ fn context_option(request: &SearchRequest) -> &'static str {
 const CONTEXT_MESSAGE: &str = cap_message!("is more than ", MAX_CONTEXT_LINES as usize, " lines");
 const OFFSET_MESSAGE: &str =
     cap_message!("is more than ", MAX_OFFSET, "; narrow the query instead");
-const FILTERS_MESSAGE: &str = cap_message!(
-    "together with `type` has more than ",
-    MAX_FILE_FILTERS,
-    " entries"
-);
+const FILTERS_MESSAGE: &str = cap_message!("has more than ", MAX_FILE_FILTERS, " entries");
 const GLOB_BYTES_MESSAGE: &str =
     cap_message!("has an entry longer than ", MAX_PATH_BYTES, " bytes");
 
@@ -133,8 +129,11 @@ fn check_bounds(request: &SearchRequest) -> Result<(), IndexError> {
         return limit("offset", OFFSET_MESSAGE);
     }
     let files = &request.files;
-    if files.globs.len() + files.types.len() > MAX_FILE_FILTERS {
+    if files.globs.len() > MAX_FILE_FILTERS {
         return limit("glob", FILTERS_MESSAGE);
+    }
+    if files.types.len() > MAX_FILE_FILTERS {
+        return limit("type", FILTERS_MESSAGE);
     }
     if files.globs.iter().any(|g| g.len() > MAX_PATH_BYTES) {
         return limit("glob", GLOB_BYTES_MESSAGE);
@@ -247,10 +246,16 @@ mod tests {
         );
         check(|r| r.offset = 100_000, lit, None);
         check(|r| r.offset = 100_001, lit, Some("more than 100000"));
+        check(|r| r.files.globs = vec!["*".into(); 32], lit, None);
         check(
-            |r| r.files.globs = vec!["*".into(); 65],
+            |r| r.files.globs = vec!["*".into(); 33],
             lit,
-            Some("more than 64"),
+            Some("more than 32"),
+        );
+        check(
+            |r| r.files.types = vec!["c".into(); 33],
+            lit,
+            Some("`type`"),
         );
         check(
             |r| r.files.globs = vec![String::new()],

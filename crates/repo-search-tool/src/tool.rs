@@ -12,6 +12,8 @@ use serde_json::{Map, Value, json};
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "repo_search";
+/// The tool's human-readable title.
+pub const TOOL_TITLE: &str = "Search the repository";
 
 /// The most characters a query may have. Counted in characters, as JSON Schema's `maxLength`
 /// counts them; derived from the contract's byte cap so that it stays within it.
@@ -505,13 +507,25 @@ impl RepoSearchTool {
         self.operations.search(request).await
     }
 
-    /// The tool's listing entry: name, description and input schema, as MCP and most agent hosts
-    /// expect it.
+    /// The tool's listing entry as MCP spells it: name, title, description, input and output
+    /// schemas, and the annotations (read-only, closed world).
     pub fn listing(&self) -> Value {
         let mut m = Map::new();
         m.insert("name".into(), TOOL_NAME.into());
+        m.insert("title".into(), TOOL_TITLE.into());
         m.insert("description".into(), self.description().into());
         m.insert("inputSchema".into(), self.schema());
+        m.insert("outputSchema".into(), self.output_schema());
+        m.insert(
+            "annotations".into(),
+            json!({
+                "title": TOOL_TITLE,
+                "readOnlyHint": true,
+                "destructiveHint": false,
+                "idempotentHint": true,
+                "openWorldHint": false
+            }),
+        );
         Value::Object(m)
     }
 }

@@ -243,6 +243,8 @@ pub(crate) async fn answer(host: &host::Host, arguments: &Value) -> Result<Value
         .tool
         .parse_arguments(arguments)
         .map_err(|e| Failure::Tool(e.to_wire()))?;
+    // A regex, glob or type that cannot compile is refused before it costs a refresh.
+    search_profile::check_patterns(&request).map_err(|e| Failure::Tool(e.to_wire()))?;
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
         host.refresh().await?;

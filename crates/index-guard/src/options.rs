@@ -64,7 +64,11 @@ pub fn check_options(request: &SearchRequest, support: OptionSupport) -> Result<
     if request.regex && !caps.regex {
         return unsupported("regex");
     }
-    if !request.files.globs.is_empty() && !caps.file_filters {
+    // An include glob or a type can select hidden or ignored files (ripgrep's precedence);
+    // globs that all exclude only narrow the selection.
+    let globs = &request.files.globs;
+    let includes = globs.iter().any(|g| !g.starts_with('!'));
+    if !globs.is_empty() && !caps.file_filters && (includes || !caps.exclude_globs) {
         return unsupported("glob");
     }
     if !request.files.types.is_empty() && !caps.file_filters {
@@ -174,6 +178,7 @@ mod tests {
             semantic: true,
             regex: true,
             file_filters: true,
+            exclude_globs: false,
             count: true,
             context: true,
             paging: true,
@@ -181,9 +186,13 @@ mod tests {
             ignored_files: true,
         });
         type Edit = fn(&mut SearchRequest);
-        let cases: [(Edit, &str); 9] = [
+        let cases: [(Edit, &str); 10] = [
             (|r| r.regex = true, "`regex`"),
             (|r| r.files.globs = vec!["*.rs".into()], "`glob`"),
+            (
+                |r| r.files.globs = vec!["!a".into(), "*.rs".into()],
+                "`glob`",
+            ),
             (|r| r.files.types = vec!["rust".into()], "`type`"),
             (|r| r.files.include_hidden = true, "`include_hidden`"),
             (|r| r.files.include_ignored = true, "`include_ignored`"),
@@ -199,6 +208,26 @@ mod tests {
         }
         // `files` output needs nothing beyond one hit per file.
         check(|r| r.output = OutputMode::Files, none, None);
+        // Globs that all exclude need only `exclude_globs`; an include among them needs more.
+        let excludes = OptionSupport::Backend(BackendCapabilities {
+            exclude_globs: true,
+            ..BackendCapabilities::default()
+        });
+        check(
+            |r| r.files.globs = vec!["!*.md".into(), "!a/**".into()],
+            excludes,
+            None,
+        );
+        check(
+            |r| r.files.globs = vec!["!*.md".into(), "*.rs".into()],
+            excludes,
+            Some("`glob`"),
+        );
+        check(
+            |r| r.files.types = vec!["rust".into()],
+            excludes,
+            Some("`type`"),
+        );
     }
 
     #[test]

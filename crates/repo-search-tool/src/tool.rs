@@ -289,7 +289,15 @@ impl RepoSearchTool {
             let honoured = self.options_for(mode);
             let mut restrict = Map::new();
             for option in offered.iter().filter(|o| !honoured.contains(o)) {
-                let (key, neutral) = option.neutral();
+                let (key, neutral) = match option {
+                    // A mode that takes only excluding globs: every entry starts with `!`.
+                    ToolOption::Glob if honoured.contains(&ToolOption::ExcludeGlob) => {
+                        ("glob", json!({ "items": { "pattern": "^!" } }))
+                    }
+                    // Held to no globs by the include rule, or allowed some by the exclude rule.
+                    ToolOption::ExcludeGlob => continue,
+                    _ => option.neutral(),
+                };
                 restrict.insert(key.into(), neutral);
             }
             let outputs = self.outputs(&[mode]);
@@ -535,6 +543,9 @@ impl RepoSearchTool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ToolOption {
     Regex,
+    /// Globs that all exclude (`!`), which only narrow the selection.
+    ExcludeGlob,
+    /// Any glob, includes too.
     Glob,
     Type,
     IncludeHidden,
@@ -547,8 +558,9 @@ enum ToolOption {
 }
 
 impl ToolOption {
-    const ALL: [ToolOption; 10] = [
+    const ALL: [ToolOption; 11] = [
         ToolOption::Regex,
+        ToolOption::ExcludeGlob,
         ToolOption::Glob,
         ToolOption::Type,
         ToolOption::IncludeHidden,
@@ -564,7 +576,7 @@ impl ToolOption {
     fn name(self) -> &'static str {
         match self {
             ToolOption::Regex => "regex",
-            ToolOption::Glob => "glob",
+            ToolOption::ExcludeGlob | ToolOption::Glob => "glob",
             ToolOption::Type => "type",
             ToolOption::IncludeHidden => "include_hidden",
             ToolOption::IncludeIgnored => "include_ignored",
@@ -580,6 +592,7 @@ impl ToolOption {
     fn set(self, r: &mut SearchRequest) {
         match self {
             ToolOption::Regex => r.regex = true,
+            ToolOption::ExcludeGlob => r.files.globs = vec!["!*".into()],
             ToolOption::Glob => r.files.globs = vec!["*".into()],
             ToolOption::Type => r.files.types = vec!["rust".into()],
             ToolOption::IncludeHidden => r.files.include_hidden = true,
@@ -598,7 +611,9 @@ impl ToolOption {
             ToolOption::Regex | ToolOption::IncludeHidden | ToolOption::IncludeIgnored => {
                 json!({ "const": false })
             }
-            ToolOption::Glob | ToolOption::Type => json!({ "maxItems": 0 }),
+            ToolOption::ExcludeGlob | ToolOption::Glob | ToolOption::Type => {
+                json!({ "maxItems": 0 })
+            }
             ToolOption::Count => json!({ "enum": ["content", "files"] }),
             ToolOption::ContextBefore | ToolOption::ContextAfter | ToolOption::Offset => {
                 json!({ "maximum": 0 })
@@ -638,7 +653,7 @@ impl ToolOption {
                 "default": false,
                 "description": "Treat `query` as a regular expression in ripgrep's syntax (the Rust regex crate: no look-around or backreferences). Default: a fixed string."
             }),
-            ToolOption::Glob => list(
+            ToolOption::ExcludeGlob | ToolOption::Glob => list(
                 "ripgrep -g globs on repository-relative paths: a file must match an include glob when there is one; a glob starting with `!` excludes; later globs win. For example [\"*.rs\"] or [\"src/**\", \"!**/*_test.go\"].",
             ),
             ToolOption::Type => list(

@@ -194,6 +194,7 @@ fn pools() -> Vec<(&'static str, Vec<Value>)> {
                 json!([]),
                 json!(["*.rs"]),
                 json!(["src/**", "!*.md"]),
+                json!(["!*.md", "!t/**"]),
                 json!([""]),
                 json!(["a\u{0}"]),
                 json!(["x".repeat(1024)]),
@@ -284,12 +285,19 @@ fn tool_accepts_exactly_what_the_schema_validator_accepts() {
         ],
         &[SearchMode::Semantic],
     ] {
-        tool_agrees_with_the_validator(modes);
+        tool_agrees_with_the_validator(modes, tool(modes));
     }
+    // A backend that takes excluding globs and regexes only.
+    let modes = [SearchMode::IndexedLiteral, SearchMode::Literal];
+    let partial = BackendCapabilities {
+        regex: true,
+        exclude_globs: true,
+        ..BackendCapabilities::default()
+    };
+    tool_agrees_with_the_validator(&modes, tool_declaring(&modes, partial));
 }
 
-fn tool_agrees_with_the_validator(modes: &[SearchMode]) {
-    let tool = tool(modes);
+fn tool_agrees_with_the_validator(modes: &[SearchMode], tool: RepoSearchTool) {
     let validator = jsonschema::draft202012::new(&tool.schema()).unwrap();
     let pools = pools();
     let mut rng: u64 = 0x5eed;
@@ -417,6 +425,7 @@ fn each_options_presence_follows_the_capabilities() {
         semantic: true,
         regex: true,
         file_filters: true,
+        exclude_globs: true,
         count: true,
         context: true,
         paging: true,
@@ -455,6 +464,15 @@ fn each_options_presence_follows_the_capabilities() {
             ..BackendCapabilities::default()
         },
         &["regex", "offset", "page_token"],
+        json!(["content", "files"]),
+    );
+    check(
+        index,
+        BackendCapabilities {
+            exclude_globs: true,
+            ..BackendCapabilities::default()
+        },
+        &["glob"],
         json!(["content", "files"]),
     );
     // Literal honours everything, so a tool that exposes it offers everything.

@@ -4,12 +4,23 @@
 //! It walks the worktree in parallel with ripgrep's own libraries (`ignore`, `grep-searcher`,
 //! `grep-regex`) and ripgrep's defaults: `.gitignore`, `.git/info/exclude`, `.ignore`, `.rgignore`
 //! and the global git excludes are respected, hidden files are skipped, `.git` is never entered,
-//! symlinks are never followed, binary files (a NUL byte) are skipped. So `rg -F` is the oracle
-//! for what is found.
+//! symlinks are never followed, binary files (a NUL byte) are skipped. So `rg` is the oracle for
+//! what is found.
+//!
+//! Every option of the request is honoured with ripgrep's meaning: `regex` (else `-F`),
+//! `case_insensitive` (`-i`), globs and types (`-g`, `-t`), `include_hidden` (`--hidden`),
+//! `include_ignored` (`--no-ignore`, though `.git` stays unentered), `output: files` (`-l`: one
+//! hit per file, at its first match), `output: count` (`-c`: the same hit with the file's count of
+//! matching lines; a file whose search meets a NUL gives none, as with `rg -c`) and context lines
+//! (`-B`/`-A`: each content hit carries its own neighbours, cut to the snippet cap).
 //!
 //! Every answer is bounded (result cap, snippet cap, deadline, cancellation, memory), deterministic
 //! (hits ordered by path component by component, then line, then column; under a cap, the first N
-//! in that order), and says how complete it is.
+//! in that order), and says how complete it is. Pages are exact: a page is cut from the first
+//! `offset + max_results` hits of that order (`index_guard::paginate`), so pages taken at
+//! successive `next_offset`s concatenate to the uncapped answer, and a page whose earlier hits
+//! changed fails with `ERR_PRISM_INDEX_STALE`. An answer stopped by the deadline or a cancel holds
+//! the hits found in time and is no page: it has no `next_offset`.
 //!
 //! # Example
 //!
@@ -41,9 +52,9 @@ use std::time::Instant;
 
 use index_contract::{
     BoxFuture, ErrorCode, Field, IndexError, PathRejection, RepositoryOperations, SearchMode,
-    SearchRequest, SearchResult, SearchStats, limits::SearchLimits,
+    SearchRequest, SearchResult, SearchStats, StopReason, limits::SearchLimits,
 };
-use index_guard::Scope;
+use index_guard::{OptionSupport, Scope};
 
 /// How a [`LiteralSearch`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +65,10 @@ pub struct LiteralSearchConfig {
     pub threads: Option<usize>,
     /// The most bytes one thread may hold for a single line (default 4 MiB). A file with a longer
     /// line is searched as a bounded stream instead, so memory stays bounded whatever the tree
-    /// holds: about 1.5 times this per thread, measured.
+    /// holds: about 1.5 times this per thread, measured. The stream needs a bound on the length
+    /// of a match and gives no context lines: for a regex with unbounded repetition, or with
+    /// context asked for, such a file is not searched and counts as `unreadable` (ripgrep, which
+    /// has no such limit, would hold the whole line in memory).
     pub heap_limit_bytes: usize,
 }
 
@@ -119,17 +133,13 @@ impl LiteralSearch {
             return Err(IndexError::ModeNotAllowed { mode: request.mode });
         }
         index_guard::check_query(&request.query)?;
+        index_guard::check_options(request, OptionSupport::Literal)?;
+        search_profile::check_patterns(request)?;
         let scope = Scope::parse(request.path.as_deref())?;
         check_scope_on_disk(&self.root, &scope)?;
         let limits = &self.config.limits;
         let matcher =
-            search_profile::matcher(&request.query, request.case_insensitive).map_err(|_| {
-                IndexError::InvalidArgument {
-                    argument: "query",
-                    problem: "could not be compiled into a matcher (it is too large)",
-                    code: ErrorCode::Limit,
-                }
-            })?;
+            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)?;
         let threads = self.config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -137,10 +147,17 @@ impl LiteralSearch {
         });
         let dir =
             search_profile::RootDir::open(&self.root).map_err(|_| IndexError::BackendFailed)?;
+        let page_size = limits.clamp_max_results(request.max_results);
+        // The page is cut from the first `offset + page_size` hits of the order, so those are
+        // what the search keeps.
+        let window = request.offset.saturating_add(page_size);
         let job = search::Job::new(search::JobParams {
             scope,
+            files: request.files.clone(),
             matcher,
-            max_results: limits.clamp_max_results(request.max_results),
+            output: request.output,
+            context: request.context,
+            max_results: window,
             snippet_bytes: limits.snippet_bytes(),
             deadline: started + limits.clamp_deadline(request.deadline),
             signal: request.signal.clone(),
@@ -148,10 +165,24 @@ impl LiteralSearch {
             threads,
             heap_limit: self.config.heap_limit_bytes,
         });
-        let outcome = job.run(&self.root, &dir);
+        let outcome = job.run(&self.root, &dir)?;
+        let (hits, next_offset, page_token) = match outcome.stopped {
+            // Stopped by the deadline or a cancel, the hits are the ones found in time, not the
+            // first of the order: they are no page, so nothing follows them and the previous
+            // page's token cannot be checked against them.
+            Some(StopReason::Deadline | StopReason::Cancelled) => {
+                let hits = outcome.hits.into_iter().skip(request.offset).collect();
+                (hits, None, None)
+            }
+            _ => {
+                let more = outcome.stopped == Some(StopReason::MaxResults);
+                let page = index_guard::paginate(request, None, outcome.hits, page_size, more)?;
+                (page.hits, page.next_offset, page.page_token)
+            }
+        };
         Ok(SearchResult {
             mode: SearchMode::Literal,
-            hits: outcome.hits,
+            hits,
             complete: outcome.stopped.is_none(),
             stopped: outcome.stopped,
             stats: SearchStats {
@@ -161,8 +192,8 @@ impl LiteralSearch {
             },
             indexed: None,
             untrusted_index: None,
-            next_offset: None,
-            page_token: None,
+            next_offset,
+            page_token,
         })
     }
 }

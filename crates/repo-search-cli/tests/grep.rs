@@ -41,8 +41,13 @@ fn tree() -> tempfile::TempDir {
     dir
 }
 
-/// Our output and rg's for the same options; `ours` are `search` flags, `theirs` rg flags.
+/// Our output and rg's for the same options; `ours` are `search` flags, `theirs` rg flags. A
+/// trailing `src` in `theirs` is rg's path argument, given after the pattern.
 fn check(root: &Path, query: &str, ours: &[&str], theirs: &[&str]) {
+    let (theirs, paths) = match theirs.split_last() {
+        Some((&"src", flags)) => (flags, &["src"][..]),
+        _ => (theirs, &[][..]),
+    };
     let mut args = vec!["search", query, "--mode", "literal"];
     args.extend_from_slice(ours);
     let mine = Command::new(BIN)
@@ -69,6 +74,7 @@ fn check(root: &Path, query: &str, ours: &[&str], theirs: &[&str]) {
         .args(theirs)
         .arg("--")
         .arg(query)
+        .args(paths)
         .output()
         .unwrap();
     let (mine, rg) = (

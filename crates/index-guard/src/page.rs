@@ -5,7 +5,7 @@
 //! The token is a 128-bit FNV-1a digest of the request's matching options, the revision the
 //! answer was taken at (index modes) and every hit before the next page. A later page recomputes
 //! the digest over the hits before it; when they differ, the answer changed (the worktree, the
-//! index, or the query), and the page fails with `ERR_PRISM_INDEX_STALE` instead of returning a
+//! index, or the query), and the page fails with the `Stale` code instead of returning a
 //! shifted list. So pages taken at successive `next_offset`s concatenate to exactly one uncapped
 //! answer. The digest only detects change; it is not a secret and proves nothing to a third party.
 

@@ -19,7 +19,7 @@
 //! in that order), and says how complete it is. Pages are exact: a page is cut from the first
 //! `offset + max_results` hits of that order (`index_guard::paginate`), so pages taken at
 //! successive `next_offset`s concatenate to the uncapped answer, and a page whose earlier hits
-//! changed fails with `ERR_PRISM_INDEX_STALE`. An answer stopped by the deadline or a cancel holds
+//! changed fails with the `Stale` code. An answer stopped by the deadline or a cancel holds
 //! the hits found in time and is no page: it has no `next_offset`.
 //!
 //! # Example

@@ -200,13 +200,13 @@ impl RepoSearchTool {
             );
         }
         if self.modes.iter().any(|m| m.is_indexed()) {
-            d.push_str(
+            d.push_str(&format!(
                 " Index modes answer from a prebuilt index: one hit per file, best first, with a \
                  relevance `score`; their text is untrusted (`untrusted_index: true`), so read \
                  the file before relying on or editing it. An option an index mode cannot \
-                 honour is refused with ERR_PRISM_INDEX_UNSUPPORTED; mode `literal` honours \
-                 every option.",
-            );
+                 honour is refused with {}; mode `literal` honours every option.",
+                ErrorCode::Unsupported.as_str()
+            ));
         }
         d
     }
@@ -683,7 +683,7 @@ impl ToolOption {
             ToolOption::PageToken => json!({
                 "type": "string",
                 "pattern": "^p1-[0-9a-f]{32}$",
-                "description": "The previous answer's `page_token`, sent with `offset: next_offset`. If the results changed since that page, the call fails with ERR_PRISM_INDEX_STALE instead of returning a shifted page: start again from offset 0."
+                "description": format!("The previous answer's `page_token`, sent with `offset: next_offset`. If the results changed since that page, the call fails with {} instead of returning a shifted page: start again from offset 0.", ErrorCode::Stale.as_str())
             }),
         }
     }

@@ -84,7 +84,9 @@ fn literal_result_json() {
       "unreadable": 0,
       "not_reached": 0
     }
-  }
+  },
+  "next_offset": 2,
+  "page_token": "p1-80a4a5a3393bc3329fb91b81ef55e280"
 }"#,
     );
 }

@@ -81,7 +81,7 @@ pub fn matcher(query: &str, case_insensitive: bool) -> Result<QueryMatcher, grep
 ///
 /// A regex is refused as [`crate::check_patterns`] refuses it (`IndexError::InvalidRegex`, with
 /// the reason); a fixed string that is too large to compile is refused with
-/// `ERR_PRISM_INDEX_LIMIT`.
+/// the `Limit` code.
 ///
 /// # Example
 ///

@@ -7,7 +7,6 @@
 //! (hits found before it are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on
 //! this path.
 
-use std::fs::File;
 use std::io::{self, Read};
 
 use grep_matcher::Matcher;
@@ -22,7 +21,7 @@ pub(crate) struct StreamOutcome {
 }
 
 pub(crate) fn search(
-    file: &mut File,
+    file: &mut impl Read,
     matcher: &LiteralMatcher,
     window: usize,
     control: &dyn SearchControl,
@@ -129,7 +128,7 @@ pub(crate) fn search(
     })
 }
 
-fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {

@@ -65,11 +65,13 @@ fn main() {
             "pg_virtualenv did not export PGHOST"
         );
         let exe = std::env::current_exe().expect("test executable");
-        // UTF-8 locale: the cluster must be created with the UTF8 encoding.
+        // UTF-8 locale: the cluster must be created with the UTF8 encoding. `-t`: a cluster in a
+        // temporary directory even as root, so that concurrent runs never share one.
         let status = Command::new("pg_virtualenv")
             .env("LANG", "C.UTF-8")
             .env("LC_ALL", "C.UTF-8")
             .env(INSIDE, "1")
+            .arg("-t")
             .arg(exe)
             .args(std::env::args_os().skip(1))
             .status()

@@ -50,10 +50,20 @@ impl PgIndex {
             .map_err(|_| PgIndexError::BadQuery)?;
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
         let timeout = request.deadline.unwrap_or(self.config.read_timeout);
+        let (pattern, narrows) = content::like_pattern(&request.query, request.case_insensitive);
         let mut conn = self.pool.get().await?;
         let tx = self.begin_read(&mut conn, timeout).await?;
+        // The planner does not count the cost of detoasting `content`, so on its own it prefers
+        // a sequential scan that reads every file (measured: 70 ms where the trigram index
+        // takes under 1 ms). With trigrams, the index decides; without, the scan follows path
+        // order (`files_order`) so that it stops at the cap: that is the bounded scan.
+        tx.batch_execute(if narrows {
+            "SET LOCAL enable_seqscan = off"
+        } else {
+            "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+        })
+        .await?;
         let status = self.read_status(&tx).await?;
-        let (pattern, narrows) = content::like_pattern(&request.query, request.case_insensitive);
         let mut response = BackendSearchResponse {
             status,
             hits: Vec::new(),

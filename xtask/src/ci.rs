@@ -11,10 +11,30 @@ pub(crate) const RIPGREP_VERSION: &str = "15.2.0";
 pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo) and the
-/// Python MCP SDK (in a virtualenv, from PyPI).
+/// Python MCP SDK (in a virtualenv, from PyPI); and PostgreSQL from the system's packages, for
+/// the `pg-index` tests.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
-    mcp_sdk()
+    mcp_sdk()?;
+    postgresql()
+}
+
+/// PostgreSQL for the `pg-index` tests, which run in a throwaway cluster made by
+/// `pg_virtualenv` (in Debian's `postgresql-common`). Installed with apt when missing; the
+/// tests never download a server of their own.
+fn postgresql() -> Result<(), String> {
+    let have = Command::new("pg_virtualenv")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have {
+        eprintln!("PostgreSQL (pg_virtualenv) already installed");
+        return Ok(());
+    }
+    run(Command::new("apt-get").arg("update"))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", "postgresql"])
+        .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
 fn mcp_sdk() -> Result<(), String> {

@@ -23,7 +23,8 @@ commands:
   ci       install the test peers, then fmt --check, the MSRV check, clippy -D warnings,
            tests, docs (public and private items), fuzz smoke runs
   msrv     check that no dependency needs a newer Rust than the declared rust-version
-  tools    install the test peers into target/tools (ripgrep)
+  tools    install the test peers: ripgrep and the Python MCP SDK into target/tools,
+           PostgreSQL (apt) for the pg-index tests
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux

@@ -1,7 +1,6 @@
 //! Matching: ripgrep's matcher (fixed strings and regexes) and searcher, for every searcher.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::{self, Read, Seek};
 
 use grep_matcher::{LineTerminator, Matcher};
@@ -304,10 +303,13 @@ impl FileSearcher {
     /// Searches `file`, calling `sink` for each matching line in order until it returns `false`.
     /// To count matching lines (`-c`), keep returning `true` and read
     /// [`FileOutcome::matching_lines`].
-    pub fn search(
+    ///
+    /// `file` is any seekable reader, so that a backend holding contents (a database row) verifies
+    /// them exactly as a file on disk is searched.
+    pub fn search<R: Read + Seek>(
         &mut self,
         matcher: &QueryMatcher,
-        mut file: File,
+        mut file: R,
         control: &dyn SearchControl,
         mut sink: impl FnMut(LineMatch<'_>) -> bool,
     ) -> Result<FileOutcome, SearchFileError> {
@@ -318,7 +320,7 @@ impl FileSearcher {
         };
         let mut outcome = FileOutcome::default();
         let mut reader = GuardedReader {
-            inner: &file,
+            inner: &mut file,
             control,
             stopped: false,
             failed: None,
@@ -395,8 +397,8 @@ impl FileSearcher {
 }
 
 /// A reader that stops the search when told to, and measures the longest line it passed on.
-struct GuardedReader<'a> {
-    inner: &'a File,
+struct GuardedReader<'a, R> {
+    inner: &'a mut R,
     control: &'a dyn SearchControl,
     stopped: bool,
     failed: Option<io::Error>,
@@ -405,7 +407,7 @@ struct GuardedReader<'a> {
     longest: u64,
 }
 
-impl Read for GuardedReader<'_> {
+impl<R: Read> Read for GuardedReader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.control.should_stop() {
             self.stopped = true;

@@ -15,7 +15,6 @@
 //! it are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on
 //! this path.
 
-use std::fs::File;
 use std::io::{self, Read};
 
 use grep_matcher::Matcher;
@@ -30,7 +29,7 @@ pub(crate) struct StreamOutcome {
 }
 
 pub(crate) fn search(
-    file: &mut File,
+    file: &mut impl Read,
     matcher: &QueryMatcher,
     max_match_bytes: usize,
     window: usize,
@@ -145,7 +144,7 @@ pub(crate) fn search(
     })
 }
 
-fn read_full(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {

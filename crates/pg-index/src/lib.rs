@@ -1,0 +1,357 @@
+//! A shared `repo_search` index on PostgreSQL: a [`RepositoryIndexBackend`] for teams, many
+//! repositories and many agents, serving `indexed_literal`.
+//!
+//! - **Storage**: two tables in the schema `repo_search`. `repos(tenant_id, repo_id, state,
+//!   source_revision, updated_at)` is the state machine of each repository's index;
+//!   `files(tenant_id, repo_id, path, sort_key, content, raw, prior)` holds the files, with lz4
+//!   column compression and a `pg_trgm` GIN index on `content`. `tenant_id` leads every key, so
+//!   the same SQL runs on Citus with both tables distributed by it and co-located. Migrations
+//!   are versioned and applied on connect (under an advisory lock).
+//! - **Tenants**: every transaction sets `SET LOCAL repo_search.tenant_id`, and row-level
+//!   security (forced, so it binds the tables' owner too) shows it only that tenant's rows.
+//!   Every statement also filters on `tenant_id` itself, for roles that bypass row-level
+//!   security.
+//! - **Writes**: an update is one transaction: lock the repository's row, `COPY` the changed
+//!   files into a temporary table, upsert, delete, set the revision and `updated_at`. Readers
+//!   see the old version or the new one, never a mix. A full build ([`PgIndex::build`]) commits
+//!   `building` first, then writes the whole selection the same way.
+//! - **Search**: one read-only `REPEATABLE READ` transaction reads the repository's status and
+//!   the candidates in the same snapshot. `LIKE` (or `ILIKE`) with the escaped query
+//!   pre-filters the candidates, with the tenant, repository and scope in SQL; rows stream from
+//!   a portal in path order and each is verified with the shared ripgrep profile
+//!   (`search_profile`), so a hit is exactly ripgrep's first match in that file. Fetching stops
+//!   at the result cap. A query without three word characters in a row cannot use the trigram
+//!   index: it is answered by a scan bounded by the cap and the deadline, flagged `full_scan`.
+//! - **Failures**: errors name a class of failure ([`PgIndexError`]) and never carry server
+//!   text or connection parameters. A connection is reused only after a clean `COMMIT`; one
+//!   dropped mid-operation (an error, a deadline) is closed, so the server rolls back.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use index_contract::{RepositoryIndexBackend, SearchMode, SearchRequest};
+//! use pg_index::{PgIndex, PgIndexConfig};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // The server from the PG* environment variables, as psql reads them.
+//! let server = PgIndex::config_from_env();
+//! let index = PgIndex::connect(server, "/path/to/worktree", PgIndexConfig::new("team-a", "repo-1")).await?;
+//! index.build("rev-1").await?;
+//! let found = index
+//!     .search(SearchRequest::new("parse_config", SearchMode::IndexedLiteral))
+//!     .await?;
+//! for hit in &found.hits {
+//!     println!("{}:{}:{}", hit.path, hit.line, hit.snippet);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+mod content;
+mod error;
+mod pool;
+mod query;
+mod schema;
+mod write;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use index_contract::{
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, Change, IndexState,
+    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UnixMillis, UpdateRequest,
+};
+use search_profile::RootDir;
+use tokio_postgres::{IsolationLevel, Transaction};
+
+pub use error::PgIndexError;
+pub use schema::SCHEMA_VERSION;
+pub use write::WriteStats;
+
+use pool::{Conn, Pool};
+
+/// Which repository of which tenant a [`PgIndex`] serves, and its limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgIndexConfig {
+    /// The tenant: the row-level security and distribution key.
+    pub tenant_id: String,
+    /// The repository, within the tenant.
+    pub repo_id: String,
+    /// Most connections open at once.
+    pub pool_size: usize,
+    /// How long connecting (socket and login) may take.
+    pub connect_timeout: Duration,
+    /// The `statement_timeout` of a search without a deadline, and of `status`.
+    pub read_timeout: Duration,
+    /// The `statement_timeout` of writes (a full build's `COPY` is one statement).
+    pub write_timeout: Duration,
+}
+
+impl PgIndexConfig {
+    /// A configuration with the default limits: 8 connections, 5 s to connect, 30 s per read
+    /// statement, 10 min per write statement.
+    pub fn new(tenant_id: impl Into<String>, repo_id: impl Into<String>) -> PgIndexConfig {
+        PgIndexConfig {
+            tenant_id: tenant_id.into(),
+            repo_id: repo_id.into(),
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The index of one repository of one tenant, on a PostgreSQL server shared with others.
+pub struct PgIndex {
+    pool: Pool,
+    config: PgIndexConfig,
+    /// The tenant as an SQL string literal, for `SET LOCAL`.
+    tenant_literal: String,
+    root: PathBuf,
+    worktree: RootDir,
+}
+
+impl std::fmt::Debug for PgIndex {
+    // The server configuration is left out: it can hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgIndex")
+            .field("tenant_id", &self.config.tenant_id)
+            .field("repo_id", &self.config.repo_id)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgIndex {
+    /// The server named by the `PG*` environment variables (`PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGPASSWORD`, `PGDATABASE`), as `psql` reads them; `PGHOST` defaults to `localhost`.
+    pub fn config_from_env() -> tokio_postgres::Config {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let mut c = tokio_postgres::Config::new();
+        c.host(var("PGHOST").as_deref().unwrap_or("localhost"));
+        if let Some(port) = var("PGPORT").and_then(|p| p.parse().ok()) {
+            c.port(port);
+        }
+        if let Some(user) = var("PGUSER") {
+            c.user(&user);
+        }
+        if let Some(password) = var("PGPASSWORD") {
+            c.password(password);
+        }
+        if let Some(db) = var("PGDATABASE") {
+            c.dbname(&db);
+        }
+        c.application_name("repo-search");
+        c
+    }
+
+    /// Connects to `server`, applies the missing migrations, and serves `config`'s repository,
+    /// whose worktree is `root` (files are read from it, beneath it, without following
+    /// symlinks). Must be called inside a Tokio runtime.
+    pub async fn connect(
+        server: tokio_postgres::Config,
+        root: impl AsRef<Path>,
+        config: PgIndexConfig,
+    ) -> Result<PgIndex, PgIndexError> {
+        for id in [&config.tenant_id, &config.repo_id] {
+            index_guard::check_id(index_contract::Field::RepositoryId, id)
+                .map_err(|_| PgIndexError::BadConfig("a tenant or repository id is not valid"))?;
+        }
+        if config.pool_size == 0 {
+            return Err(PgIndexError::BadConfig("the pool size is zero"));
+        }
+        let mut server = server;
+        server.connect_timeout(config.connect_timeout);
+        server.keepalives(true);
+        let root = root.as_ref().canonicalize()?;
+        let index = PgIndex {
+            pool: Pool::new(server, config.pool_size, config.connect_timeout),
+            tenant_literal: literal(&config.tenant_id),
+            worktree: RootDir::open(&root)?,
+            root,
+            config,
+        };
+        let conn = index.pool.get().await?;
+        schema::migrate(conn.client()).await?;
+        conn.release();
+        Ok(index)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PgIndexConfig {
+        &self.config
+    }
+
+    /// The worktree root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Takes a connection and opens a write transaction on it for this tenant, with a statement
+    /// timeout. One round trip: `BEGIN`, `SET LOCAL repo_search.tenant_id`, `SET LOCAL
+    /// statement_timeout`.
+    pub(crate) async fn begin_write(&self) -> Result<Conn<'_>, PgIndexError> {
+        let conn = self.pool.get().await?;
+        conn.client()
+            .batch_execute(&format!(
+                "BEGIN ISOLATION LEVEL READ COMMITTED; {}",
+                self.set_local(self.config.write_timeout)
+            ))
+            .await?;
+        Ok(conn)
+    }
+
+    /// Opens a read-only `REPEATABLE READ` transaction on `conn` for this tenant: every
+    /// statement in it reads one snapshot.
+    pub(crate) async fn begin_read<'c>(
+        &self,
+        conn: &'c mut Conn<'_>,
+        timeout: Duration,
+    ) -> Result<Transaction<'c>, PgIndexError> {
+        let tx = conn
+            .client_mut()
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        tx.batch_execute(&self.set_local(timeout)).await?;
+        Ok(tx)
+    }
+
+    /// The settings of one transaction: the tenant, which row-level security reads, and the
+    /// statement timeout.
+    fn set_local(&self, timeout: Duration) -> String {
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128);
+        format!(
+            "SET LOCAL repo_search.tenant_id = {}; SET LOCAL statement_timeout = {ms}",
+            self.tenant_literal
+        )
+    }
+
+    /// The committed status of this repository's index, read in `conn`'s transaction.
+    pub(crate) async fn read_status(
+        &self,
+        tx: &Transaction<'_>,
+    ) -> Result<IndexStatus, PgIndexError> {
+        let row = tx
+            .query_opt(
+                "SELECT state, source_revision,
+                        (extract(epoch FROM updated_at) * 1000)::bigint
+                   FROM repo_search.repos WHERE tenant_id = $1 AND repo_id = $2",
+                &[&self.config.tenant_id, &self.config.repo_id],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(IndexStatus::new(IndexState::Empty));
+        };
+        let state = match row.get::<_, &str>(0) {
+            "empty" => IndexState::Empty,
+            "building" => IndexState::Building,
+            "ready" => IndexState::Ready,
+            "stale" => IndexState::Stale,
+            _ => IndexState::Failed,
+        };
+        Ok(IndexStatus {
+            state,
+            source_revision: row.get(1),
+            updated_at: row
+                .get::<_, Option<i64>>(2)
+                .map(|ms| UnixMillis(u64::try_from(ms).unwrap_or(0))),
+        })
+    }
+
+    /// The status of the committed index.
+    pub async fn current_status(&self) -> Result<IndexStatus, PgIndexError> {
+        let mut conn = self.pool.get().await?;
+        let tx = self.begin_read(&mut conn, self.config.read_timeout).await?;
+        let status = self.read_status(&tx).await?;
+        tx.commit().await?;
+        conn.release();
+        Ok(status)
+    }
+}
+
+/// `s` as an SQL string literal, whatever `standard_conforming_strings` says: an escape string
+/// with its backslashes and quotes escaped. Ids hold no control characters (checked on connect).
+fn literal(s: &str) -> String {
+    let mut out = String::from("E'");
+    for c in s.chars() {
+        if c == '\\' || c == '\'' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
+}
+
+impl RepositoryIndexBackend for PgIndex {
+    /// Fixed strings only; hits come in path order (component by component), so the facade can
+    /// page them.
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities {
+            paging: true,
+            ..BackendCapabilities::default()
+        }
+    }
+
+    /// Reads the added and edited files from the worktree and commits them with the request's
+    /// revision, in one transaction. A file that is gone is dropped from the index.
+    fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let upserts: Vec<String> = request
+                .changes
+                .into_iter()
+                .filter_map(|c| match c {
+                    Change::Add { path } | Change::Edit { path } => Some(path),
+                    Change::Rename { .. } | Change::Delete { .. } => None,
+                })
+                .collect();
+            self.apply(&upserts, &[], Some(&request.source_revision))
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.apply(&[], &request.paths, None).await?;
+            Ok(())
+        })
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        Box::pin(async move { Ok(self.search_now(&request).await?) })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        Box::pin(async move { Ok(self.current_status().await?) })
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.pool.clear();
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::literal;
+
+    #[test]
+    fn tenant_literals_survive_quotes_and_backslashes() {
+        let check = |id: &str, expected: &str| assert_eq!(literal(id), expected);
+        check("team-a", "E'team-a'");
+        check("o'brien", "E'o\\'brien'");
+        check("a\\'; DROP TABLE x; --", "E'a\\\\\\'; DROP TABLE x; --'");
+    }
+}

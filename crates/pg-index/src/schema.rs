@@ -1,0 +1,131 @@
+//! The schema and its versioned migrations, applied on connect.
+//!
+//! Every key starts with `tenant_id`, the distribution column, so the same statements run on a
+//! single server and on Citus, where `repos` and `files` are distributed by `tenant_id` and
+//! co-located (see `docs/scale-out.md`).
+
+use tokio_postgres::Client;
+
+use crate::PgIndexError;
+
+/// Migrations, in order: version and SQL. A released migration is never edited; a change is a new
+/// version.
+const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    r"
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
+CREATE TABLE repo_search.repos (
+    tenant_id text NOT NULL,
+    repo_id text NOT NULL,
+    state text NOT NULL CHECK (state IN ('empty', 'building', 'ready', 'stale', 'failed')),
+    source_revision text,
+    updated_at timestamptz,
+    PRIMARY KEY (tenant_id, repo_id)
+);
+
+-- `content` is the text the trigram index sees; `raw` holds the exact bytes when they differ
+-- from it (not UTF-8, a NUL, a UTF-16 byte-order mark), and verification reads `raw` then.
+-- `sort_key` is the path with `/` as a zero byte: byte order on it is the component-wise path
+-- order that every searcher shares.
+CREATE TABLE repo_search.files (
+    tenant_id text NOT NULL,
+    repo_id text NOT NULL,
+    path text NOT NULL,
+    sort_key bytea NOT NULL,
+    content text COMPRESSION lz4 NOT NULL,
+    raw bytea COMPRESSION lz4,
+    prior real NOT NULL,
+    PRIMARY KEY (tenant_id, repo_id, path),
+    FOREIGN KEY (tenant_id, repo_id) REFERENCES repo_search.repos ON DELETE CASCADE
+);
+CREATE INDEX files_order ON repo_search.files (tenant_id, repo_id, sort_key);
+CREATE INDEX files_content_trgm ON repo_search.files USING gin (content gin_trgm_ops);
+
+-- Row-level security: a transaction sees the rows of the tenant it set with
+-- `SET LOCAL repo_search.tenant_id`, and none when it set none. FORCE applies it to the
+-- tables' owner too; only superusers and BYPASSRLS roles are exempt, which is why every
+-- statement also filters on tenant_id explicitly.
+ALTER TABLE repo_search.repos ENABLE ROW LEVEL SECURITY;
+ALTER TABLE repo_search.repos FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON repo_search.repos
+    USING (tenant_id = current_setting('repo_search.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('repo_search.tenant_id', true));
+ALTER TABLE repo_search.files ENABLE ROW LEVEL SECURITY;
+ALTER TABLE repo_search.files FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON repo_search.files
+    USING (tenant_id = current_setting('repo_search.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('repo_search.tenant_id', true));
+",
+)];
+
+/// The newest schema version this crate knows.
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// An arbitrary constant: the advisory lock that serializes migrations across processes.
+const MIGRATION_LOCK: i64 = 0x7265_706f_7365_6172;
+
+/// The applied version, 0 when the schema does not exist.
+async fn applied(client: &Client) -> Result<i32, PgIndexError> {
+    let row = client
+        .query_one(
+            "SELECT to_regclass('repo_search.migrations') IS NOT NULL",
+            &[],
+        )
+        .await?;
+    if !row.get::<_, bool>(0) {
+        return Ok(0);
+    }
+    let row = client
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM repo_search.migrations",
+            &[],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Checks the encoding and applies the missing migrations. A database already at the newest
+/// version is only read, so a role without `CREATE` (a read-only agent) connects fine.
+pub(crate) async fn migrate(client: &Client) -> Result<(), PgIndexError> {
+    let encoding: String = client
+        .query_one("SELECT current_setting('server_encoding')", &[])
+        .await?
+        .get(0);
+    if encoding != "UTF8" {
+        return Err(PgIndexError::NotUtf8);
+    }
+    let found = applied(client).await?;
+    if found > SCHEMA_VERSION {
+        return Err(PgIndexError::SchemaTooNew { found });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    client.batch_execute("BEGIN").await?;
+    client
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    client
+        .batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS repo_search;
+             CREATE TABLE IF NOT EXISTS repo_search.migrations (
+                 version integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        )
+        .await?;
+    // Another process may have migrated while this one waited for the lock.
+    let found = applied(client).await?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        client.batch_execute(sql).await?;
+        client
+            .execute(
+                "INSERT INTO repo_search.migrations (version) VALUES ($1)",
+                &[version],
+            )
+            .await?;
+    }
+    client.batch_execute("COMMIT").await?;
+    Ok(())
+}

@@ -1,0 +1,688 @@
+//! The PostgreSQL backend against a real server.
+//!
+//! A `harness = false` test: run without `PGHOST` it re-runs itself under `pg_virtualenv`, which
+//! creates a throwaway cluster, exports the `PG*` variables and drops the cluster afterwards.
+//! With `PGHOST` set it runs every case against that server. It never skips: without
+//! PostgreSQL (`cargo xtask tools` installs it) it fails. Each case uses its own tenant, so cases
+//! share one database without seeing each other. A name given on the command line runs only the
+//! cases whose name contains it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use index_contract::{
+    IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+};
+use index_testkit::tree::{generated_tree, write};
+use pg_index::{PgIndex, PgIndexConfig, PgIndexError};
+use search_profile::PathKey;
+use tokio_postgres::NoTls;
+
+/// Set in the re-run under `pg_virtualenv`, so that a missing `PGHOST` there fails instead of
+/// recursing.
+const INSIDE: &str = "PG_INDEX_TEST_INSIDE_VIRTUALENV";
+
+type Case = fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+const CASES: &[(&str, Case)] = &[
+    (
+        "schema_is_migrated_once_with_lz4_and_a_trigram_index",
+        || Box::pin(schema_is_migrated_once_with_lz4_and_a_trigram_index()),
+    ),
+    (
+        "hits_equal_rg_first_match_per_file_on_generated_trees",
+        || Box::pin(hits_equal_rg_first_match_per_file_on_generated_trees()),
+    ),
+    (
+        "updates_renames_and_deletes_commit_with_their_revision",
+        || Box::pin(updates_renames_and_deletes_commit_with_their_revision()),
+    ),
+    ("readers_never_see_a_mix_of_two_versions", || {
+        Box::pin(readers_never_see_a_mix_of_two_versions())
+    }),
+    ("one_tenant_never_sees_another_tenants_rows", || {
+        Box::pin(one_tenant_never_sees_another_tenants_rows())
+    }),
+    ("row_level_security_alone_hides_other_tenants", || {
+        Box::pin(row_level_security_alone_hides_other_tenants())
+    }),
+    (
+        "a_server_that_is_down_or_silent_is_an_error_not_a_hang",
+        || Box::pin(a_server_that_is_down_or_silent_is_an_error_not_a_hang()),
+    ),
+    ("a_connection_lost_between_queries_is_replaced", || {
+        Box::pin(a_connection_lost_between_queries_is_replaced())
+    }),
+];
+
+fn main() {
+    if std::env::var_os("PGHOST").is_none() {
+        assert!(
+            std::env::var_os(INSIDE).is_none(),
+            "pg_virtualenv did not export PGHOST"
+        );
+        let exe = std::env::current_exe().expect("test executable");
+        // UTF-8 locale: the cluster must be created with the UTF8 encoding. `-t`: a cluster in a
+        // temporary directory even as root, so that concurrent runs never share one.
+        let status = Command::new("pg_virtualenv")
+            .env("LANG", "C.UTF-8")
+            .env("LC_ALL", "C.UTF-8")
+            .env(INSIDE, "1")
+            .arg("-t")
+            .arg(exe)
+            .args(std::env::args_os().skip(1))
+            .status()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run pg_virtualenv ({e}): install PostgreSQL with `cargo xtask tools`"
+                )
+            });
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (mut passed, mut failed) = (0, 0);
+    for (name, case) in CASES {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(case());
+        }));
+        let took = started.elapsed().as_secs_f64();
+        if outcome.is_ok() {
+            passed += 1;
+            println!("test {name} ... ok ({took:.2} s)");
+        } else {
+            failed += 1;
+            println!("test {name} ... FAILED ({took:.2} s)");
+        }
+    }
+    println!("pg: {passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
+
+fn server() -> tokio_postgres::Config {
+    PgIndex::config_from_env()
+}
+
+/// The server's credentials, at another address: `host` and `port` add to a configuration's
+/// list rather than replace it, so this one is built afresh.
+fn server_at(port: u16) -> tokio_postgres::Config {
+    let env = server();
+    let mut c = tokio_postgres::Config::new();
+    c.host("127.0.0.1").port(port);
+    if let Some(user) = env.get_user() {
+        c.user(user);
+    }
+    if let Some(password) = env.get_password() {
+        c.password(password);
+    }
+    if let Some(db) = env.get_dbname() {
+        c.dbname(db);
+    }
+    c
+}
+
+async fn admin() -> tokio_postgres::Client {
+    let (client, connection) = server().connect(NoTls).await.expect("connect as admin");
+    tokio::spawn(connection);
+    client
+}
+
+async fn open(root: &Path, tenant: &str, repo: &str) -> PgIndex {
+    PgIndex::connect(server(), root, PgIndexConfig::new(tenant, repo))
+        .await
+        .expect("connect")
+}
+
+fn request(query: &str, case_insensitive: bool, scope: Option<&str>) -> SearchRequest {
+    let mut r = SearchRequest::new(query, SearchMode::IndexedLiteral);
+    r.case_insensitive = case_insensitive;
+    r.path = scope.map(str::to_owned);
+    r.max_results = Some(100_000);
+    r.deadline = Some(Duration::from_secs(60));
+    r
+}
+
+async fn hits(
+    index: &PgIndex,
+    query: &str,
+    ci: bool,
+    scope: Option<&str>,
+) -> Vec<(String, u64, u64)> {
+    let found = index
+        .search_now(&request(query, ci, scope))
+        .await
+        .expect("search");
+    assert!(found.complete, "{query:?}: incomplete");
+    found
+        .hits
+        .into_iter()
+        .map(|h| (h.path, h.line, h.column))
+        .collect()
+}
+
+async fn schema_is_migrated_once_with_lz4_and_a_trigram_index() {
+    let root = tempfile::tempdir().unwrap();
+    // Two connects: the second finds the schema current and only reads.
+    let _a = open(root.path(), "schema", "r").await;
+    let _b = open(root.path(), "schema", "r").await;
+    let db = admin().await;
+    let versions: i64 = db
+        .query_one("SELECT count(*) FROM repo_search.migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(versions, i64::from(pg_index::SCHEMA_VERSION));
+    let compression: Vec<(String, String)> = db
+        .query(
+            "SELECT attname::text, attcompression::text FROM pg_attribute
+             WHERE attrelid = 'repo_search.files'::regclass AND attname IN ('content', 'raw')
+             ORDER BY attname",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        compression,
+        [("content".into(), "l".into()), ("raw".into(), "l".into())]
+    );
+    let gin: i64 = db
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'repo_search'
+             AND tablename = 'files' AND indexdef LIKE '%gin (content gin_trgm_ops)%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(gin, 1);
+}
+
+/// rg's first match in each file: (path, line, column), for the files the trust gate serves.
+fn rg_first_matches(
+    root: &Path,
+    query: &str,
+    ci: bool,
+    scope: Option<&str>,
+) -> BTreeSet<(String, u64, u64)> {
+    let mut first: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (path, line, col) in index_testkit::rg::rg_hits(root, query, ci, scope) {
+        let e = first.entry(path).or_insert((line, col));
+        if (line, col) < *e {
+            *e = (line, col);
+        }
+    }
+    first
+        .into_iter()
+        .filter(|(p, _)| index_guard::check_path(p).is_ok())
+        .map(|(p, (l, c))| (p, l, c))
+        .collect()
+}
+
+async fn hits_equal_rg_first_match_per_file_on_generated_trees() {
+    let queries: &[(&str, bool)] = &[
+        ("fn main", false),
+        ("main", true),
+        ("Kelvin", true),
+        ("kelvin", true),
+        ("café", true),
+        ("CAFÉ", false),
+        ("straße", true),
+        ("σίσυφος", true),
+        ("日本語", false),
+        ("foo_bar", false),
+        ("->", false),
+        ("x", false),
+        ("todo", true),
+        ("after nul", false),
+        ("before nul", false),
+        ("utf16", false),
+        ("caf", false),
+        ("%", false),
+    ];
+    for seed in [1u64, 2] {
+        let (tree, _outside) = generated_tree(seed);
+        let index = open(tree.path(), &format!("rg-{seed}"), "generated").await;
+        let built = index.build("rev-1").await.expect("build");
+        assert!(built.files > 30, "{built:?}");
+        for &(query, ci) in queries {
+            for scope in [None, Some("src"), Some("sub"), Some("bin/late.dat")] {
+                let got = hits(&index, query, ci, scope).await;
+                let mut ordered = got.clone();
+                ordered.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
+                assert_eq!(got, ordered, "{query:?}: hits not in path order");
+                let got: BTreeSet<_> = got.into_iter().collect();
+                let expected = rg_first_matches(tree.path(), query, ci, scope);
+                assert_eq!(
+                    got, expected,
+                    "seed {seed}, {query:?}, -i {ci}, scope {scope:?}"
+                );
+            }
+        }
+    }
+}
+
+async fn updates_renames_and_deletes_commit_with_their_revision() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    write(root, "a.txt", b"needle one\n");
+    write(root, "b.txt", b"needle two\n");
+    write(root, "d/e.txt", b"other\nneedle three\n");
+    let index = open(root, "update", "r").await;
+    assert_eq!(
+        index.current_status().await.unwrap().state,
+        IndexState::Empty
+    );
+    index.build("rev-1").await.unwrap();
+    let status = index.current_status().await.unwrap();
+    assert_eq!(
+        (status.state, status.source_revision.as_deref()),
+        (IndexState::Ready, Some("rev-1"))
+    );
+    let all = hits(&index, "needle", false, None).await;
+    assert_eq!(
+        all,
+        [
+            ("a.txt".into(), 1, 1),
+            ("b.txt".into(), 1, 1),
+            ("d/e.txt".into(), 2, 1)
+        ]
+    );
+    // Edit a, rename b to c, delete d/e: the facade routes removals first, then the update.
+    write(root, "a.txt", b"first\nsecond needle\n");
+    std::fs::rename(root.join("b.txt"), root.join("c.txt")).unwrap();
+    std::fs::remove_file(root.join("d/e.txt")).unwrap();
+    index
+        .remove(index_contract::RemoveRequest {
+            paths: vec!["b.txt".into(), "d/e.txt".into()],
+        })
+        .await
+        .unwrap();
+    index
+        .update(UpdateRequest {
+            repository_id: "r".into(),
+            worktree_id: "w".into(),
+            source_revision: "rev-2".into(),
+            changes: vec![
+                index_contract::Change::Edit {
+                    path: "a.txt".into(),
+                },
+                index_contract::Change::Add {
+                    path: "c.txt".into(),
+                },
+                // Gone since it was reported: dropped, not an error.
+                index_contract::Change::Add {
+                    path: "never.txt".into(),
+                },
+            ],
+        })
+        .await
+        .unwrap();
+    let found = index
+        .search_now(&request("needle", false, None))
+        .await
+        .unwrap();
+    assert_eq!(found.status.source_revision.as_deref(), Some("rev-2"));
+    let got: Vec<_> = found
+        .hits
+        .iter()
+        .map(|h| (h.path.as_str(), h.line, h.column))
+        .collect();
+    assert_eq!(got, [("a.txt", 2, 8), ("c.txt", 1, 1)]);
+    assert!(hits(&index, "three", false, None).await.is_empty());
+    // A rebuild drops what the worktree no longer holds.
+    std::fs::remove_file(root.join("c.txt")).unwrap();
+    index.build("rev-3").await.unwrap();
+    assert_eq!(
+        hits(&index, "needle", false, None).await,
+        [("a.txt".into(), 2, 8)]
+    );
+}
+
+async fn readers_never_see_a_mix_of_two_versions() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path().to_path_buf();
+    let paths: Vec<String> = (0..10).map(|i| format!("f{i}.txt")).collect();
+    for p in &paths {
+        write(&root, p, b"marker gen0\n");
+    }
+    let index = Arc::new(open(&root, "mix", "r").await);
+    index.build("0").await.unwrap();
+    let versions = 25;
+    let writer = {
+        let index = index.clone();
+        let paths = paths.clone();
+        tokio::spawn(async move {
+            for v in 1..=versions {
+                for p in &paths {
+                    write(&root, p, format!("marker gen{v}\n").as_bytes());
+                }
+                index
+                    .apply(&paths, &[], Some(&v.to_string()))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let index = index.clone();
+        readers.push(tokio::spawn(async move {
+            let mut seen = BTreeSet::new();
+            loop {
+                let found = index
+                    .search_now(&request("marker", false, None))
+                    .await
+                    .unwrap();
+                let rev = found.status.source_revision.clone().unwrap();
+                assert_eq!(found.hits.len(), 10, "revision {rev}");
+                for h in &found.hits {
+                    assert_eq!(
+                        h.snippet,
+                        format!("marker gen{rev}"),
+                        "a mix at revision {rev}"
+                    );
+                }
+                seen.insert(rev.parse::<u32>().unwrap());
+                if seen.contains(&versions) {
+                    return seen.len();
+                }
+            }
+        }));
+    }
+    writer.await.unwrap();
+    for r in readers {
+        assert!(r.await.unwrap() >= 2, "readers saw only one version");
+    }
+}
+
+/// Tenant `a`'s secret, in its paths and contents.
+fn tenant_trees() -> (tempfile::TempDir, tempfile::TempDir) {
+    let a = tempfile::tempdir().unwrap();
+    write(a.path(), "src/lib.rs", b"fn secret_of_a() {}\n");
+    write(
+        a.path(),
+        "secret_of_a/notes.txt",
+        b"secret_of_a lives here\n",
+    );
+    write(
+        a.path(),
+        "shared.txt",
+        b"common words % _ ' \\ secret_of_a\n",
+    );
+    let b = tempfile::tempdir().unwrap();
+    write(b.path(), "src/main.rs", b"fn main() {}\n");
+    write(b.path(), "shared.txt", b"common words of b\n");
+    (a, b)
+}
+
+async fn one_tenant_never_sees_another_tenants_rows() {
+    let (tree_a, tree_b) = tenant_trees();
+    // The same repository id under two tenants: only the tenant tells them apart.
+    let a = open(tree_a.path(), "tenant-a", "same-repo").await;
+    let b = open(tree_b.path(), "tenant-b", "same-repo").await;
+    a.build("a-1").await.unwrap();
+    b.build("b-1").await.unwrap();
+    assert!(!hits(&a, "secret_of_a", false, None).await.is_empty());
+    for query in [
+        "secret_of_a",
+        "secret",
+        "fn",
+        "common",
+        "%",
+        "_",
+        "'",
+        "\\",
+        "e",
+        "s",
+    ] {
+        for ci in [false, true] {
+            for scope in [
+                None,
+                Some("src"),
+                Some("secret_of_a"),
+                Some("secret_of_a/notes.txt"),
+                Some("shared.txt"),
+            ] {
+                let found = b.search_now(&request(query, ci, scope)).await.unwrap();
+                assert_eq!(found.status.source_revision.as_deref(), Some("b-1"));
+                for h in &found.hits {
+                    assert!(
+                        tree_b.path().join(&h.path).exists() && !h.snippet.contains("secret_of_a"),
+                        "tenant b saw {h:?} for {query:?} in {scope:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Removing and updating under b never touches a's rows.
+    b.apply(
+        &[],
+        &["shared.txt".into(), "src/lib.rs".into()],
+        Some("b-2"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(hits(&a, "common", false, None).await.len(), 1);
+    assert_eq!(
+        a.current_status().await.unwrap().source_revision.as_deref(),
+        Some("a-1")
+    );
+}
+
+async fn row_level_security_alone_hides_other_tenants() {
+    let (tree_a, tree_b) = tenant_trees();
+    let a = open(tree_a.path(), "rls-a", "r").await;
+    a.build("a-1").await.unwrap();
+    let db = admin().await;
+    db.batch_execute(
+        "DROP ROLE IF EXISTS rs_agent;
+         CREATE ROLE rs_agent LOGIN PASSWORD 'agent-pw';
+         GRANT USAGE ON SCHEMA repo_search TO rs_agent;
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA repo_search TO rs_agent;",
+    )
+    .await
+    .unwrap();
+    let mut agent = server();
+    agent.user("rs_agent").password("agent-pw");
+    // The backend works as an ordinary role (no CREATE: the schema is current, so it only reads).
+    let b = PgIndex::connect(
+        agent.clone(),
+        tree_b.path(),
+        PgIndexConfig::new("rls-b", "r"),
+    )
+    .await
+    .expect("connect as a role without CREATE");
+    b.build("b-1").await.unwrap();
+    assert!(hits(&b, "secret_of_a", false, None).await.is_empty());
+    // Raw SQL without any tenant filter: row-level security alone decides.
+    let (client, connection) = agent.connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .batch_execute("BEGIN; SET LOCAL repo_search.tenant_id = 'rls-b'")
+                .await
+                .unwrap();
+            let n: i64 = client.query_one(sql, &[]).await.unwrap().get(0);
+            client.batch_execute("COMMIT").await.unwrap();
+            n
+        }
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM repo_search.files WHERE tenant_id = 'rls-a'").await,
+        0
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM repo_search.repos WHERE tenant_id = 'rls-a'").await,
+        0
+    );
+    assert_eq!(count("SELECT count(*) FROM repo_search.files").await, 2);
+    // No tenant set: no rows at all.
+    let none: i64 = client
+        .query_one("SELECT count(*) FROM repo_search.files", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(none, 0);
+    // Writing into another tenant is refused by the policy's check.
+    client
+        .batch_execute("BEGIN; SET LOCAL repo_search.tenant_id = 'rls-b'")
+        .await
+        .unwrap();
+    let forged = client
+        .execute(
+            "UPDATE repo_search.repos SET tenant_id = 'rls-a' WHERE tenant_id = 'rls-b'",
+            &[],
+        )
+        .await;
+    assert!(forged.is_err(), "a row was moved into another tenant");
+    client.batch_execute("ROLLBACK").await.unwrap();
+    // The admin (a superuser, exempt from row-level security) does see tenant a's rows, so
+    // the zeros above come from the policy.
+    let seen: i64 = db
+        .query_one(
+            "SELECT count(*) FROM repo_search.files WHERE tenant_id = 'rls-a'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(seen, 3);
+}
+
+/// A TCP proxy to the server that the test can cut: every connection through it, and the
+/// listener, close at once.
+struct Proxy {
+    port: u16,
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start() -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream_port = std::env::var("PGPORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(5432u16);
+        let tasks = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let inner = tasks.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut down, _)) = listener.accept().await {
+                let conn = tokio::spawn(async move {
+                    let mut up = tokio::net::TcpStream::connect(("localhost", upstream_port))
+                        .await
+                        .unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                });
+                inner.lock().unwrap().push(conn);
+            }
+        });
+        tasks.lock().unwrap().push(accept);
+        Proxy { port, tasks }
+    }
+
+    fn cut(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+async fn a_server_that_is_down_or_silent_is_an_error_not_a_hang() {
+    let root = tempfile::tempdir().unwrap();
+    let bounded = Duration::from_secs(10);
+    // Nothing listens.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = server_at(port);
+    let got = tokio::time::timeout(
+        bounded,
+        PgIndex::connect(down, root.path(), PgIndexConfig::new("down", "r")),
+    )
+    .await
+    .expect("connecting to a closed port hung");
+    assert!(matches!(got, Err(PgIndexError::Connect { .. })), "{got:?}");
+    // Something accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mute = server_at(silent.local_addr().unwrap().port());
+    let mut config = PgIndexConfig::new("silent", "r");
+    config.connect_timeout = Duration::from_millis(500);
+    let got = tokio::time::timeout(bounded, PgIndex::connect(mute, root.path(), config))
+        .await
+        .expect("connecting to a silent server hung");
+    assert!(matches!(got, Err(PgIndexError::ConnectTimeout)), "{got:?}");
+    // The server goes away under a working index: every call fails promptly, no text leaks.
+    write(root.path(), "a.txt", b"needle\n");
+    let proxy = Proxy::start().await;
+    let via = server_at(proxy.port);
+    let index = PgIndex::connect(via, root.path(), PgIndexConfig::new("cut", "r"))
+        .await
+        .unwrap();
+    index.build("rev-1").await.unwrap();
+    assert_eq!(hits(&index, "needle", false, None).await.len(), 1);
+    proxy.cut();
+    let search = tokio::time::timeout(bounded, index.search(request("needle", false, None)))
+        .await
+        .expect("a search against a lost server hung");
+    let err = search.expect_err("a search against a lost server succeeded");
+    let text = err.to_string();
+    let password = std::env::var("PGPASSWORD").unwrap_or_default();
+    assert!(password.is_empty() || !text.contains(&password), "{text}");
+    let status = tokio::time::timeout(bounded, index.status())
+        .await
+        .expect("status hung");
+    assert!(status.is_err());
+    let update = tokio::time::timeout(bounded, index.apply(&["a.txt".into()], &[], Some("rev-2")))
+        .await
+        .expect("update hung");
+    assert!(update.is_err());
+}
+
+async fn a_connection_lost_between_queries_is_replaced() {
+    let root = tempfile::tempdir().unwrap();
+    write(root.path(), "a.txt", b"needle\n");
+    let mut named = server();
+    named.application_name("pg-index-lost-connection");
+    let index = PgIndex::connect(named, root.path(), PgIndexConfig::new("lost", "r"))
+        .await
+        .unwrap();
+    index.build("rev-1").await.unwrap();
+    let db = admin().await;
+    let killed: i64 = db
+        .query_one(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'pg-index-lost-connection') t",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1);
+    // Let the closed sockets be noticed; the pool then opens a fresh connection.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(hits(&index, "needle", false, None).await.len(), 1);
+}

@@ -112,8 +112,10 @@ enum Current {
 /// is half a path prior (ordinary source 1.0; tests × 0.6; docs × 0.8; vendored or generated code
 /// × 0.4; a little less per directory level) and half the match's shape (a whole-word match on a
 /// line that looks like a definition 1.0, whole word 0.7, a definition 0.6, otherwise 0.4). Hits
-/// come best first. Under a result cap, candidates are verified in order of their path prior, so
-/// the answer holds the best-prior files.
+/// come best first within blocks of 1000: files are taken in order of their path prior (ties in
+/// path order), and each consecutive 1000 matching files are ranked among themselves. So an answer
+/// of up to 1000 hits is ranked as a whole, a capped answer holds the best-prior files, and the
+/// first hits of a bigger answer are always a smaller answer: pages concatenate.
 pub struct EmbeddedIndex {
     root: PathBuf,
     /// The worktree, opened: every file is opened beneath it without following symlinks.
@@ -373,7 +375,10 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::default()
+        BackendCapabilities {
+            paging: true,
+            ..BackendCapabilities::default()
+        }
     }
 
     /// Re-reads the added and edited files from the worktree and commits them with the request's

@@ -6,7 +6,7 @@ use index_contract::{
     BackendHit, BackendSearchResponse, CancelSignal, IndexState, IndexStatus, SearchRequest,
     SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::SearchControl;
+use search_profile::{PathKey, SearchControl};
 
 use crate::segment::flags;
 use crate::verify::{self, Verified};
@@ -24,11 +24,17 @@ impl SearchControl for Control<'_> {
     }
 }
 
-/// A candidate: its path prior, path and flags.
+/// A candidate: its quantized path prior, path and flags.
 struct Candidate<'a> {
-    prior: f64,
+    prior: u8,
     path: &'a str,
     flags: u8,
+}
+
+impl Candidate<'_> {
+    fn prior_f64(&self) -> f64 {
+        f64::from(self.prior) / 255.0
+    }
 }
 
 impl EmbeddedIndex {
@@ -57,7 +63,7 @@ impl EmbeddedIndex {
         // A file the index could not read has no trigrams and cannot be ruled out.
         let trigrams = trigram::query_trigrams(&request.query, request.case_insensitive);
         // Each candidate is one packed key: inverted prior, segment, doc. Sorting the keys orders
-        // candidates best prior first, ties in index order (path order for a fresh build).
+        // candidates best prior first, ties in segment order, then path order per segment.
         let mut keys: Vec<u64> = Vec::new();
         for (si, seg) in snap.segments.iter().enumerate() {
             let mut ids: Vec<u32> = match &trigrams {
@@ -90,37 +96,53 @@ impl EmbeddedIndex {
             }
         }
         keys.sort_unstable();
-        let candidates: Vec<Candidate<'_>> = keys
+        let mut candidates: Vec<Candidate<'_>> = keys
             .iter()
             .map(|&k| {
                 let (si, id) = (((k >> 32) & 0xFF_FFFF) as usize, k as u32);
                 let seg = &snap.segments[si];
                 let meta = seg.meta(id);
                 Candidate {
-                    prior: f64::from(meta.prior) / 255.0,
+                    prior: meta.prior,
                     path: seg.path(id),
                     flags: meta.flags,
                 }
             })
             .collect();
+        // The candidate order: prior descending, then path order. Within one prior the keys are
+        // already in path order per segment, so each run is sorted in about linear time.
+        for run in candidates.chunk_by_mut(|a, b| a.prior == b.prior) {
+            run.sort_by(|a, b| PathKey::compare(a.path, b.path));
+        }
         let control = Control {
             deadline: request.deadline.map(|d| started + d),
             signal: &request.signal,
         };
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
-        let mut hits: Vec<(usize, BackendHit)> = Vec::new();
+        // The answer is the first `cap` hits of the paging order (see [`RANK_BLOCK`]): hit
+        // number `cap` lies in block `last`, so the blocks before it are needed whole and block
+        // `last` up to its `cap - last * RANK_BLOCK` best hits.
+        let last = cap.saturating_sub(1) / RANK_BLOCK;
+        let closed = (last + 1) * RANK_BLOCK;
+        let in_last = cap - (last * RANK_BLOCK).min(cap);
+        let mut matches: Vec<BackendHit> = Vec::new();
         let mut skipped = SkippedFiles::default();
         let mut complete = true;
         let mut at = 0;
-        // Verify in rank order, a block at a time across threads, until the cap is reached.
-        while at < candidates.len() {
+        // Verify in candidate order, a chunk at a time across threads, until the blocks are known.
+        while at < candidates.len() && cap > 0 {
             if control.should_stop() {
                 complete = false;
                 break;
             }
-            let block = (cap.saturating_sub(hits.len())).clamp(16, 512) * threads;
-            let end = (at + block).min(candidates.len());
+            let want = if matches.len() < cap {
+                cap - matches.len()
+            } else {
+                closed - matches.len()
+            };
+            let chunk = want.clamp(16, 512) * threads;
+            let end = (at + chunk).min(candidates.len());
             let found = parallel::map(
                 &candidates[at..end],
                 threads,
@@ -135,46 +157,87 @@ impl EmbeddedIndex {
                         skipped.refused_path += 1;
                         complete = false;
                     }
-                    Verified::Match(m) => hits.push((
-                        at + i,
-                        BackendHit {
-                            path: c.path.to_owned(),
-                            line: m.line,
-                            column: m.column,
-                            score: crate::rank::score(c.prior, m.shape),
-                            snippet: m.snippet,
-                            count: None,
-                            before: Vec::new(),
-                            after: Vec::new(),
-                        },
-                    )),
+                    Verified::Match(m) => matches.push(BackendHit {
+                        path: c.path.to_owned(),
+                        line: m.line,
+                        column: m.column,
+                        score: crate::rank::score(c.prior_f64(), m.shape),
+                        snippet: m.snippet,
+                        count: None,
+                        before: Vec::new(),
+                        after: Vec::new(),
+                    }),
                     Verified::NoMatch => {}
                     Verified::Unreadable => skipped.unreadable += 1,
                 }
             }
             at = end;
-            if hits.len() >= cap {
+            if matches.len() >= closed
+                || (matches.len() >= cap
+                    && at < candidates.len()
+                    && last_block_is_settled(
+                        &matches[last * RANK_BLOCK..],
+                        in_last,
+                        candidates[at].prior_f64(),
+                    ))
+            {
                 break;
             }
         }
         if control.should_stop() {
             complete = false;
         }
-        if hits.len() > cap || (hits.len() == cap && at < candidates.len()) {
+        if matches.len() > cap || (matches.len() == cap && at < candidates.len()) {
             complete = false;
         }
-        hits.truncate(cap);
-        let mut hits: Vec<BackendHit> = hits.into_iter().map(|(_, h)| h).collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        matches.truncate(closed);
+        for block in matches.chunks_mut(RANK_BLOCK) {
+            block.sort_by(rank_order);
+        }
+        matches.truncate(cap);
         Ok(BackendSearchResponse {
             status,
-            hits,
+            hits: matches,
             complete,
             // Only what verification met: binary files and the like are not counted here.
             skipped: (skipped != SkippedFiles::default()).then_some(skipped),
             full_scan: false,
         })
     }
+}
+
+/// Matching files are ranked in consecutive blocks of this many, in candidate order (prior
+/// descending, then path order); within a block hits come by score descending, then path order.
+/// The first N hits of that order need only the first `ceil(N / RANK_BLOCK)` blocks, so the first
+/// hits of any bigger answer are exactly a smaller answer and pages concatenate. An answer of up
+/// to this many hits is ranked as a whole.
+pub(crate) const RANK_BLOCK: usize = DEFAULT_MAX_RESULTS;
+
+/// The order of hits within a block: score descending, then path order.
+fn rank_order(a: &BackendHit, b: &BackendHit) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| PathKey::compare(&a.path, &b.path))
+}
+
+/// Whether the `need` best hits of a block whose hits so far are `block` are final: a candidate
+/// not verified yet, of prior `next_prior` or lower, can score at most as a whole-word definition
+/// at that prior, and the `need`-th best score beats that (strictly, since a tie would be broken
+/// by a path that may sort first).
+fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: f64) -> bool {
+    if need == 0 || block.len() < need {
+        return need == 0;
+    }
+    let mut scores: Vec<f64> = block.iter().map(|h| h.score).collect();
+    scores.select_nth_unstable_by(need - 1, |a, b| b.total_cmp(a));
+    let best_possible = crate::rank::score(
+        next_prior,
+        crate::rank::MatchShape {
+            whole_word: true,
+            definition: true,
+        },
+    );
+    scores[need - 1] > best_possible
 }
 
 /// The ascending intersection of two ascending lists.

@@ -41,9 +41,9 @@ use std::time::Instant;
 
 use index_contract::{
     BoxFuture, ErrorCode, Field, IndexError, PathRejection, RepositoryOperations, SearchMode,
-    SearchRequest, SearchResult, SearchStats, limits::SearchLimits,
+    SearchRequest, SearchResult, SearchStats, StopReason, limits::SearchLimits,
 };
-use index_guard::Scope;
+use index_guard::{OptionSupport, Scope};
 
 /// How a [`LiteralSearch`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,17 +119,13 @@ impl LiteralSearch {
             return Err(IndexError::ModeNotAllowed { mode: request.mode });
         }
         index_guard::check_query(&request.query)?;
+        index_guard::check_options(request, OptionSupport::Literal)?;
+        search_profile::check_patterns(request)?;
         let scope = Scope::parse(request.path.as_deref())?;
         check_scope_on_disk(&self.root, &scope)?;
         let limits = &self.config.limits;
         let matcher =
-            search_profile::matcher(&request.query, request.case_insensitive).map_err(|_| {
-                IndexError::InvalidArgument {
-                    argument: "query",
-                    problem: "could not be compiled into a matcher (it is too large)",
-                    code: ErrorCode::Limit,
-                }
-            })?;
+            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)?;
         let threads = self.config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -137,10 +133,17 @@ impl LiteralSearch {
         });
         let dir =
             search_profile::RootDir::open(&self.root).map_err(|_| IndexError::BackendFailed)?;
+        let page_size = limits.clamp_max_results(request.max_results);
+        // The page is cut from the first `offset + page_size` hits of the order, so those are
+        // what the search keeps.
+        let window = request.offset.saturating_add(page_size);
         let job = search::Job::new(search::JobParams {
             scope,
+            files: request.files.clone(),
             matcher,
-            max_results: limits.clamp_max_results(request.max_results),
+            output: request.output,
+            context: request.context,
+            max_results: window,
             snippet_bytes: limits.snippet_bytes(),
             deadline: started + limits.clamp_deadline(request.deadline),
             signal: request.signal.clone(),
@@ -148,10 +151,24 @@ impl LiteralSearch {
             threads,
             heap_limit: self.config.heap_limit_bytes,
         });
-        let outcome = job.run(&self.root, &dir);
+        let outcome = job.run(&self.root, &dir)?;
+        let (hits, next_offset, page_token) = match outcome.stopped {
+            // Stopped by the deadline or a cancel, the hits are the ones found in time, not the
+            // first of the order: they are no page, so nothing follows them and the previous
+            // page's token cannot be checked against them.
+            Some(StopReason::Deadline | StopReason::Cancelled) => {
+                let hits = outcome.hits.into_iter().skip(request.offset).collect();
+                (hits, None, None)
+            }
+            _ => {
+                let more = outcome.stopped == Some(StopReason::MaxResults);
+                let page = index_guard::paginate(request, None, outcome.hits, page_size, more)?;
+                (page.hits, page.next_offset, page.page_token)
+            }
+        };
         Ok(SearchResult {
             mode: SearchMode::Literal,
-            hits: outcome.hits,
+            hits,
             complete: outcome.stopped.is_none(),
             stopped: outcome.stopped,
             stats: SearchStats {
@@ -161,8 +178,8 @@ impl LiteralSearch {
             },
             indexed: None,
             untrusted_index: None,
-            next_offset: None,
-            page_token: None,
+            next_offset,
+            page_token,
         })
     }
 }

@@ -5,11 +5,14 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use index_contract::{CancelSignal, SearchHit, SkippedFiles, StopReason};
+use index_contract::{
+    CancelSignal, ContextLines, FileFilter, IndexError, OutputMode, SearchHit, SkippedFiles,
+    StopReason,
+};
 use index_guard::{Scope, snippet_window};
 use search_profile::{
-    FileEntry, FileSearcher, LineMatch, LiteralMatcher, OpenError, PathKey, RootDir, SearchControl,
-    Selection,
+    ContextConfig, FileEntry, FileSearcher, LineMatch, OpenError, PathKey, QueryMatcher, RootDir,
+    SearchControl, Selection,
 };
 
 use crate::collect::Collector;
@@ -17,7 +20,14 @@ use crate::collect::Collector;
 /// What one search is asked to do.
 pub(crate) struct JobParams {
     pub(crate) scope: Scope,
-    pub(crate) matcher: LiteralMatcher,
+    /// Globs, types, hidden and ignored files: which files the walk selects.
+    pub(crate) files: FileFilter,
+    pub(crate) matcher: QueryMatcher,
+    /// What each hit stands for: a line, a file, or a file with its count.
+    pub(crate) output: OutputMode,
+    /// Context lines for each content hit.
+    pub(crate) context: ContextLines,
+    /// The most hits kept: the first this many of the order.
     pub(crate) max_results: usize,
     pub(crate) snippet_bytes: usize,
     pub(crate) deadline: Instant,
@@ -94,8 +104,10 @@ impl Job {
         self.collector.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn run(self, root: &Path, dir: &RootDir) -> Outcome {
-        let mut selection = Selection::new(root).threads(self.params.threads);
+    pub(crate) fn run(self, root: &Path, dir: &RootDir) -> Result<Outcome, IndexError> {
+        let mut selection = Selection::new(root)
+            .threads(self.params.threads)
+            .filter(&self.params.files)?;
         if let Some(scope) = self.params.scope.as_path() {
             let scope = scope.to_owned();
             // Walk from the root and prune, so that a scope selects from exactly the files an
@@ -107,8 +119,14 @@ impl Job {
             });
         }
         let job = &self;
+        let context = ContextConfig {
+            before: job.params.context.before as usize,
+            after: job.params.context.after as usize,
+            line_bytes: job.params.snippet_bytes,
+        };
         selection.for_each_file(|| {
-            let mut searcher = FileSearcher::new(job.params.heap_limit, job.params.snippet_bytes);
+            let mut searcher = FileSearcher::new(job.params.heap_limit, job.params.snippet_bytes)
+                .with_context(context);
             let mut local = LocalStats { job, searched: 0 };
             move |entry: FileEntry<'_>| job.visit(dir, &mut searcher, &mut local, entry)
         });
@@ -122,7 +140,7 @@ impl Job {
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
         let stopped = stopped.or(collector.capped.then_some(StopReason::MaxResults));
-        Outcome {
+        Ok(Outcome {
             hits: collector.into_hits(),
             stopped,
             files_searched: self.files_searched.into_inner(),
@@ -133,7 +151,7 @@ impl Job {
                 not_reached: self.not_reached.into_inner(),
                 ..SkippedFiles::default()
             },
-        }
+        })
     }
 
     fn visit(
@@ -189,17 +207,46 @@ impl Job {
         };
         let mut hits = Vec::new();
         let max = self.params.max_results;
+        let output = self.params.output;
         let result = searcher.search(&self.params.matcher, file, self, |m: LineMatch<'_>| {
-            hits.push(self.hit(&m, rel));
-            hits.len() <= max && !self.should_stop()
+            match output {
+                OutputMode::Content => {
+                    hits.push(self.hit(&m, rel));
+                    hits.len() <= max && !self.should_stop()
+                }
+                // One hit per file, at its first match (`rg -l`).
+                OutputMode::Files => {
+                    hits.push(self.hit(&m, rel));
+                    false
+                }
+                // One hit per file, at its first match, once every line is counted (`rg -c`).
+                OutputMode::Count => {
+                    if hits.is_empty() {
+                        hits.push(self.hit(&m, rel));
+                    }
+                    !self.should_stop()
+                }
+            }
         });
         match result {
             Ok(outcome) => {
                 if outcome.binary {
                     self.binary.fetch_add(1, Ordering::Relaxed);
                 }
+                if output == OutputMode::Count {
+                    // A count cut short by the deadline or a cancel would be wrong: the file
+                    // gives no hit, and the answer says it stopped.
+                    if outcome.stopped || self.should_stop() {
+                        return Vec::new();
+                    }
+                    if let Some(first) = hits.first_mut() {
+                        first.count = Some(outcome.matching_lines);
+                    }
+                }
                 hits
             }
+            // Unreadable, or a line over the heap limit that this query cannot be searched on
+            // in bounded memory (`SearchFileError::LineTooLong`): not searched, never a guess.
             Err(_) => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
                 Vec::new()
@@ -219,8 +266,8 @@ impl Job {
             snippet_truncated: truncated || m.partial,
             score: None,
             count: None,
-            before: None,
-            after: None,
+            before: self.params.context.any().then(|| m.before.to_vec()),
+            after: self.params.context.any().then(|| m.after.to_vec()),
         }
     }
 }

@@ -6,13 +6,17 @@
 //! - **Selection** ([`Selection`]): which files are searched. ripgrep's defaults, spelled out:
 //!   `.gitignore`, `.git/info/exclude`, `.ignore`, `.rgignore` and the global git excludes are
 //!   respected, hidden files are skipped, symlinks are never followed, and nothing git refuses to
-//!   check out (`.git` in any spelling, `index_guard::is_git_internal_segment`) is entered.
+//!   check out (`.git` in any spelling, `index_guard::is_git_internal_segment`) is entered. The
+//!   request's file filter (`-g`, `-t`, `--hidden`, `--no-ignore`) narrows or widens it
+//!   ([`Selection::filter`]); [`PathFilter`] decides globs and types for paths a backend already
+//!   holds, exactly as the walk does.
 //! - **Opening** ([`RootDir`]): a repo-relative path is opened beneath the root without following
 //!   any symlink on the way (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` on Linux,
 //!   `O_NOFOLLOW` per component elsewhere), without blocking, and only if it is a regular file.
-//! - **Matching** ([`matcher`], [`FileSearcher`]): ripgrep's fixed-string matcher and searcher
-//!   configuration, the fresh-searcher rule that keeps binary detection deterministic, and a
-//!   bounded-memory stream for files with lines longer than the heap limit.
+//! - **Matching** ([`query_matcher`], [`FileSearcher`]): ripgrep's matcher (fixed string or
+//!   regex) and searcher configuration, context lines ([`ContextConfig`], `-B`/`-A`) and the count
+//!   of matching lines (`-c`), the fresh-searcher rule that keeps binary detection deterministic,
+//!   and a bounded-memory stream for files with lines longer than the heap limit.
 //! - **Order** ([`PathKey`]): paths ordered component by component, as a sorted walk lists them.
 //!
 //! # Example
@@ -40,6 +44,7 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod filter;
 mod open;
 mod order;
 mod pattern;
@@ -47,12 +52,13 @@ mod search;
 mod select;
 mod stream;
 
+pub use filter::PathFilter;
 pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular};
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
 pub use search::{
-    FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, SearchControl,
-    SearchFileError, matcher,
+    ContextConfig, FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, QueryMatcher,
+    SearchControl, SearchFileError, matcher, query_matcher,
 };
 pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
 

@@ -52,7 +52,7 @@ pub(crate) fn regex_builder(case_insensitive: bool) -> RegexMatcherBuilder {
     b
 }
 
-fn regex_rejection(pattern: &str, error: &grep_regex::Error) -> RegexRejection {
+pub(crate) fn regex_rejection(pattern: &str, error: &grep_regex::Error) -> RegexRejection {
     use regex_syntax::ast::ErrorKind as Ast;
     match regex_syntax::ast::parse::Parser::new().parse(pattern) {
         Err(e)

@@ -1,33 +1,50 @@
-//! Matching: ripgrep's fixed-string matcher and searcher, for every searcher.
+//! Matching: ripgrep's matcher (fixed strings and regexes) and searcher, for every searcher.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Seek};
 
 use grep_matcher::{LineTerminator, Matcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use index_contract::{ErrorCode, IndexError};
 
 /// grep-searcher's initial line buffer capacity.
 const INITIAL_BUFFER: u64 = 64 * 1024;
 
-/// A compiled query: ripgrep's fixed-string matcher with its defaults.
+/// A compiled query: ripgrep's matcher with its defaults, for a fixed string (`rg -F`) or a regex
+/// (`rg` without `-F`).
 #[derive(Debug, Clone)]
-pub struct LiteralMatcher {
+pub struct QueryMatcher {
     inner: RegexMatcher,
-    max_match_bytes: usize,
+    max_match_bytes: Option<usize>,
+    regex: bool,
 }
 
-impl LiteralMatcher {
+/// The name the fixed-string matcher had before regexes came; kept so callers can move at their
+/// own pace.
+pub type LiteralMatcher = QueryMatcher;
+
+impl QueryMatcher {
     /// The underlying grep matcher.
     pub fn inner(&self) -> &RegexMatcher {
         &self.inner
     }
 
-    /// An upper bound on the bytes of any match: no match of the fixed string is longer than 4
-    /// bytes per character of the query (case folding can change a character's encoded length,
-    /// never beyond 4 bytes).
-    pub fn max_match_bytes(&self) -> usize {
+    /// An upper bound on the bytes of any match, when there is one. A fixed string has one: no
+    /// match is longer than 4 bytes per character of the query (case folding can change a
+    /// character's encoded length, never beyond 4 bytes). A regex has one when its syntax bounds
+    /// it (`foo[0-9]{2}`); `None` for a regex with unbounded repetition (`fn\s+\w+`).
+    ///
+    /// The bounded stream for lines over the heap limit needs the bound: a regex without one
+    /// cannot be searched there (see [`SearchFileError::LineTooLong`]).
+    pub fn max_match_bytes(&self) -> Option<usize> {
         self.max_match_bytes
+    }
+
+    /// Whether the query is a regex rather than a fixed string.
+    pub fn is_regex(&self) -> bool {
+        self.regex
     }
 
     /// Where the first match in `haystack` lies, if any.
@@ -41,7 +58,7 @@ impl LiteralMatcher {
 }
 
 /// Compiles `query` as ripgrep compiles `rg -F QUERY` (`-i` when `case_insensitive`).
-pub fn matcher(query: &str, case_insensitive: bool) -> Result<LiteralMatcher, grep_regex::Error> {
+pub fn matcher(query: &str, case_insensitive: bool) -> Result<QueryMatcher, grep_regex::Error> {
     let inner = RegexMatcherBuilder::new()
         .multi_line(true)
         .unicode(true)
@@ -52,10 +69,70 @@ pub fn matcher(query: &str, case_insensitive: bool) -> Result<LiteralMatcher, gr
         .dot_matches_new_line(false)
         .ban_byte(Some(b'\x00'))
         .build(query)?;
-    Ok(LiteralMatcher {
+    Ok(QueryMatcher {
         inner,
-        max_match_bytes: 4 * query.chars().count(),
+        max_match_bytes: Some(4 * query.chars().count()),
+        regex: false,
     })
+}
+
+/// Compiles `query` as ripgrep compiles `rg QUERY` when `regex` is set, `rg -F QUERY` otherwise
+/// (`-i` when `case_insensitive`).
+///
+/// A regex is refused as [`crate::check_patterns`] refuses it (`IndexError::InvalidRegex`, with
+/// the reason); a fixed string that is too large to compile is refused with
+/// `ERR_PRISM_INDEX_LIMIT`.
+///
+/// # Example
+///
+/// ```
+/// let m = search_profile::query_matcher(r"fn\s+ma[a-z]n", true, false)?;
+/// assert_eq!(m.find(b"pub fn  main()"), Some((4, 12)));
+/// assert_eq!(m.max_match_bytes(), None);
+/// let fixed = search_profile::query_matcher("a.b", false, true)?;
+/// assert_eq!(fixed.find(b"axb A.B"), Some((4, 7)));
+/// assert!(search_profile::query_matcher("fn (", true, false).is_err());
+/// # Ok::<(), index_contract::IndexError>(())
+/// ```
+pub fn query_matcher(
+    query: &str,
+    regex: bool,
+    case_insensitive: bool,
+) -> Result<QueryMatcher, IndexError> {
+    if !regex {
+        return matcher(query, case_insensitive).map_err(|_| IndexError::InvalidArgument {
+            argument: "query",
+            problem: "could not be compiled into a matcher (it is too large)",
+            code: ErrorCode::Limit,
+        });
+    }
+    let inner = crate::pattern::regex_builder(case_insensitive)
+        .build(query)
+        .map_err(|e| IndexError::InvalidRegex {
+            reason: crate::pattern::regex_rejection(query, &e),
+        })?;
+    Ok(QueryMatcher {
+        inner,
+        max_match_bytes: regex_max_len(query, case_insensitive),
+        regex: true,
+    })
+}
+
+/// The most bytes a match of the regex can span, from its syntax parsed as grep-regex parses it
+/// (stripping the line terminator, which grep-regex does after, only shortens matches). `None`
+/// when repetition leaves it unbounded, or when the pattern does not parse here.
+fn regex_max_len(query: &str, case_insensitive: bool) -> Option<usize> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .unicode(true)
+        .octal(false)
+        .case_insensitive(case_insensitive)
+        .multi_line(true)
+        .dot_matches_new_line(false)
+        .build()
+        .parse(query)
+        .ok()?;
+    hir.properties().maximum_len()
 }
 
 /// Tells a search whether to stop now (deadline, cancellation). Checked on every read, so even a
@@ -90,6 +167,40 @@ pub struct LineMatch<'a> {
     pub column: u64,
     /// `line` is a window of a longer line.
     pub partial: bool,
+    /// With [`ContextConfig::before`]: the lines before this one, nearest last, each without its
+    /// terminator and cut to [`ContextConfig::line_bytes`]. Fewer at the start of the file; empty
+    /// without context.
+    pub before: &'a [String],
+    /// With [`ContextConfig::after`]: the lines after this one, nearest first, cut likewise.
+    /// Fewer at the end of the file (or where a NUL ended the search); empty without context.
+    pub after: &'a [String],
+}
+
+/// Context lines around each matching line: ripgrep's `-B before -A after`, per matching line.
+///
+/// Each matching line gets the `before` lines that precede it and the `after` lines that follow
+/// it, whether or not those lines match too (ripgrep prints each line once and merges the
+/// neighbourhoods of close matches; here every hit carries its own). A line is given without its
+/// terminator (`\n` or `\r\n`), bytes that are not UTF-8 replaced with U+FFFD, cut to
+/// `line_bytes` bytes on a character boundary.
+///
+/// With `after > 0`, a matching line reaches the sink only once its `after` lines have been read,
+/// so the searcher holds a copy of at most `after + 1` matching lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContextConfig {
+    /// Lines before each matching line (`-B`).
+    pub before: usize,
+    /// Lines after each matching line (`-A`).
+    pub after: usize,
+    /// The most bytes kept of each context line.
+    pub line_bytes: usize,
+}
+
+impl ContextConfig {
+    /// Whether any context is asked for.
+    pub fn any(&self) -> bool {
+        self.before > 0 || self.after > 0
+    }
 }
 
 /// How the search of one file went.
@@ -101,6 +212,10 @@ pub struct FileOutcome {
     pub streamed: bool,
     /// The [`SearchControl`] stopped the search.
     pub stopped: bool,
+    /// How many matching lines reached the sink. When the sink never asked to stop and the
+    /// search was not stopped, this is ripgrep's `-c` for the file: every matching line, each
+    /// counted once however many matches it holds.
+    pub matching_lines: u64,
 }
 
 /// Why a file could not be searched.
@@ -108,11 +223,22 @@ pub struct FileOutcome {
 pub enum SearchFileError {
     /// Reading it failed.
     Read(io::Error),
+    /// A line is longer than the heap limit, and this search cannot run as the bounded stream:
+    /// the query is a regex whose matches have no length bound, or context lines were asked for.
+    /// ripgrep has no heap limit and would hold the whole line in memory; we do not. Lines before
+    /// the long one may already have reached the sink: the caller discards the file's hits and
+    /// reports the file as not searched.
+    LineTooLong,
 }
 
 impl std::fmt::Display for SearchFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the file could not be read")
+        f.write_str(match self {
+            SearchFileError::Read(_) => "the file could not be read",
+            SearchFileError::LineTooLong => {
+                "a line is longer than the heap limit and the search cannot stream it"
+            }
+        })
     }
 }
 
@@ -126,11 +252,17 @@ impl std::error::Error for SearchFileError {}
 /// give different hits depending on what the thread searched before. After any file with a line
 /// longer than half the initial buffer (half, to cover UTF-16 transcoding growth), the searcher
 /// is rebuilt: every file is searched as by a fresh searcher.
+///
+/// **Lines over the heap limit.** Such a file is searched again as a bounded stream (see
+/// `stream.rs`) when the matcher has a match-length bound ([`QueryMatcher::max_match_bytes`]) and
+/// no context is asked for; otherwise the search of the file fails with
+/// [`SearchFileError::LineTooLong`], never with a wrong hit.
 #[derive(Debug)]
 pub struct FileSearcher {
     searcher: Searcher,
     heap_limit: usize,
     stream_window: usize,
+    context: ContextConfig,
 }
 
 impl Default for FileSearcher {
@@ -139,12 +271,14 @@ impl Default for FileSearcher {
     }
 }
 
-fn build_searcher(heap_limit: usize) -> Searcher {
+fn build_searcher(heap_limit: usize, context: ContextConfig) -> Searcher {
     SearcherBuilder::new()
         .line_terminator(LineTerminator::byte(b'\n'))
         .line_number(true)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .heap_limit(Some(heap_limit))
+        .before_context(context.before)
+        .after_context(context.after)
         .build()
 }
 
@@ -153,20 +287,35 @@ impl FileSearcher {
     /// streamed, with snippets of about `stream_window` bytes on each side of a match.
     pub fn new(heap_limit: usize, stream_window: usize) -> FileSearcher {
         FileSearcher {
-            searcher: build_searcher(heap_limit),
+            searcher: build_searcher(heap_limit, ContextConfig::default()),
             heap_limit,
             stream_window,
+            context: ContextConfig::default(),
         }
     }
 
+    /// The same searcher, giving each matching line its context lines.
+    pub fn with_context(mut self, context: ContextConfig) -> FileSearcher {
+        self.context = context;
+        self.searcher = build_searcher(self.heap_limit, context);
+        self
+    }
+
     /// Searches `file`, calling `sink` for each matching line in order until it returns `false`.
+    /// To count matching lines (`-c`), keep returning `true` and read
+    /// [`FileOutcome::matching_lines`].
     pub fn search(
         &mut self,
-        matcher: &LiteralMatcher,
+        matcher: &QueryMatcher,
         mut file: File,
         control: &dyn SearchControl,
         mut sink: impl FnMut(LineMatch<'_>) -> bool,
     ) -> Result<FileOutcome, SearchFileError> {
+        let mut matching_lines = 0u64;
+        let mut sink = |m: LineMatch<'_>| {
+            matching_lines += 1;
+            sink(m)
+        };
         let mut outcome = FileOutcome::default();
         let mut reader = GuardedReader {
             inner: &file,
@@ -181,6 +330,10 @@ impl FileSearcher {
             sink: &mut sink,
             binary: false,
             last_line: 0,
+            context: self.context,
+            recent: VecDeque::new(),
+            pending: VecDeque::new(),
+            said_stop: false,
         };
         let result = self
             .searcher
@@ -190,7 +343,7 @@ impl FileSearcher {
         outcome.binary = lines.binary;
         let reported = lines.last_line;
         match result {
-            Ok(()) => {}
+            Ok(()) => lines.flush_all(),
             Err(_) if stopped => outcome.stopped = true,
             Err(_) if failed.is_some() => {
                 self.refresh_if_grown(longest);
@@ -200,8 +353,14 @@ impl FileSearcher {
             }
             Err(_) => {
                 // The only other error is a line longer than the heap limit: search the file
-                // again as a stream with bounded memory.
-                self.searcher = build_searcher(self.heap_limit);
+                // again as a stream with bounded memory, when the stream can be exact.
+                self.searcher = build_searcher(self.heap_limit, self.context);
+                let Some(max_match_bytes) = matcher.max_match_bytes() else {
+                    return Err(SearchFileError::LineTooLong);
+                };
+                if self.context.any() {
+                    return Err(SearchFileError::LineTooLong);
+                }
                 file.rewind().map_err(SearchFileError::Read)?;
                 // The sink already has the lines the searcher reported before the long line: the
                 // stream, which starts over, passes on only the lines after them.
@@ -209,6 +368,7 @@ impl FileSearcher {
                 let s = crate::stream::search(
                     &mut file,
                     matcher,
+                    max_match_bytes,
                     self.stream_window,
                     control,
                     &mut rest,
@@ -218,16 +378,18 @@ impl FileSearcher {
                     binary: s.binary,
                     streamed: true,
                     stopped: s.stopped,
+                    matching_lines,
                 });
             }
         }
         self.refresh_if_grown(longest);
+        outcome.matching_lines = matching_lines;
         Ok(outcome)
     }
 
     fn refresh_if_grown(&mut self, longest_line: u64) {
         if longest_line > INITIAL_BUFFER / 2 {
-            self.searcher = build_searcher(self.heap_limit);
+            self.searcher = build_searcher(self.heap_limit, self.context);
         }
     }
 }
@@ -272,12 +434,140 @@ impl Read for GuardedReader<'_> {
     }
 }
 
+/// A matching line waiting for its `after` lines.
+struct Pending {
+    line_number: u64,
+    line: Vec<u8>,
+    start: usize,
+    end: usize,
+    before: Vec<String>,
+    after: Vec<String>,
+}
+
 struct LineSink<'a, F> {
-    matcher: &'a LiteralMatcher,
+    matcher: &'a QueryMatcher,
     sink: &'a mut F,
     binary: bool,
     /// The last line number passed to `sink`.
     last_line: u64,
+    context: ContextConfig,
+    /// The last `context.before` lines the searcher reported (matching or context), numbered.
+    recent: VecDeque<(u64, String)>,
+    /// Matching lines still waiting for their `after` lines, in line order.
+    pending: VecDeque<Pending>,
+    /// The sink returned `false`.
+    said_stop: bool,
+}
+
+impl<F: FnMut(LineMatch<'_>) -> bool> LineSink<'_, F> {
+    /// Takes one line the searcher reported, matching or context, in line order. Returns whether
+    /// to go on.
+    fn line(&mut self, line_number: u64, line: &[u8], matching: bool) -> bool {
+        let ctx = self.context;
+        if ctx.after > 0 {
+            // Every line within `after` of a pending match is reported, so a line beyond that
+            // means the pending match has all the lines it will get.
+            let cut = (!self.pending.is_empty()).then(|| context_line(line, ctx.line_bytes));
+            for p in &mut self.pending {
+                if line_number <= p.line_number + ctx.after as u64 {
+                    p.after.push(cut.clone().unwrap_or_default());
+                }
+            }
+            while let Some(p) = self.pending.front() {
+                let done =
+                    p.after.len() >= ctx.after || line_number > p.line_number + ctx.after as u64;
+                if !done || !self.flush_front() {
+                    break;
+                }
+            }
+            if self.said_stop {
+                return false;
+            }
+        }
+        if matching {
+            // The searcher reported this line as matching; find cannot disagree, but if it did,
+            // the line is still a hit and its column is the line start.
+            let (start, end) = self.matcher.find(line).unwrap_or((0, 0));
+            let low = line_number.saturating_sub(ctx.before as u64);
+            let before: Vec<String> = self
+                .recent
+                .iter()
+                .filter(|(n, _)| *n >= low && *n < line_number)
+                .map(|(_, s)| s.clone())
+                .collect();
+            if ctx.after > 0 {
+                self.pending.push_back(Pending {
+                    line_number,
+                    line: line.to_vec(),
+                    start,
+                    end,
+                    before,
+                    after: Vec::new(),
+                });
+            } else {
+                self.last_line = line_number;
+                let go_on = (self.sink)(LineMatch {
+                    line_number,
+                    line,
+                    start,
+                    end,
+                    column: start as u64 + 1,
+                    partial: false,
+                    before: &before,
+                    after: &[],
+                });
+                if !go_on {
+                    self.said_stop = true;
+                    return false;
+                }
+            }
+        }
+        if ctx.before > 0 {
+            self.recent
+                .push_back((line_number, context_line(line, ctx.line_bytes)));
+            while self.recent.len() > ctx.before {
+                self.recent.pop_front();
+            }
+        }
+        true
+    }
+
+    /// Passes the first pending match to the sink. Returns whether to go on.
+    fn flush_front(&mut self) -> bool {
+        let Some(p) = self.pending.pop_front() else {
+            return true;
+        };
+        self.last_line = p.line_number;
+        let go_on = (self.sink)(LineMatch {
+            line_number: p.line_number,
+            line: &p.line,
+            start: p.start,
+            end: p.end,
+            column: p.start as u64 + 1,
+            partial: false,
+            before: &p.before,
+            after: &p.after,
+        });
+        if !go_on {
+            self.said_stop = true;
+            self.pending.clear();
+        }
+        go_on
+    }
+
+    /// At the end of the file (or where a NUL ended it): the pending matches get the lines they
+    /// have.
+    fn flush_all(&mut self) {
+        while !self.pending.is_empty() && self.flush_front() {}
+    }
+}
+
+/// A context line as hits carry it: no terminator, lossy UTF-8, at most `cap` bytes.
+fn context_line(line: &[u8], cap: usize) -> String {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = String::from_utf8_lossy(line);
+    index_guard::truncate_str(&text, cap).0.to_owned()
 }
 
 impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
@@ -286,19 +576,17 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
         let first = mat.line_number().unwrap_or(1);
         for (i, line) in mat.lines().enumerate() {
-            // The searcher reported this line as matching; find cannot disagree, but if it did,
-            // the line is still a hit and its column is the line start.
-            let (start, end) = self.matcher.find(line).unwrap_or((0, 0));
-            self.last_line = first + i as u64;
-            let go_on = (self.sink)(LineMatch {
-                line_number: first + i as u64,
-                line,
-                start,
-                end,
-                column: start as u64 + 1,
-                partial: false,
-            });
-            if !go_on {
+            if !self.line(first + i as u64, line, true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn context(&mut self, _: &Searcher, context: &SinkContext<'_>) -> Result<bool, io::Error> {
+        let first = context.line_number().unwrap_or(1);
+        for (i, line) in context.bytes().split_inclusive(|&b| b == b'\n').enumerate() {
+            if !self.line(first + i as u64, line, false) {
                 return Ok(false);
             }
         }
@@ -308,5 +596,172 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
     fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
         self.binary = true;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, Write};
+
+    use super::{ContextConfig, FileSearcher, NeverStop, SearchFileError, query_matcher};
+
+    fn file_of(text: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(text).unwrap();
+        f.rewind().unwrap();
+        f
+    }
+
+    /// (line, column, before, after) of every hit, and the outcome's count of matching lines.
+    type Found = (u64, u64, Vec<String>, Vec<String>);
+
+    fn search(
+        searcher: &mut FileSearcher,
+        text: &str,
+        query: &str,
+        regex: bool,
+        stop_after: usize,
+    ) -> (Vec<Found>, u64) {
+        let m = query_matcher(query, regex, false).unwrap();
+        let mut found = Vec::new();
+        let outcome = searcher
+            .search(&m, file_of(text.as_bytes()), &NeverStop, |l| {
+                found.push((l.line_number, l.column, l.before.to_vec(), l.after.to_vec()));
+                found.len() < stop_after
+            })
+            .unwrap();
+        (found, outcome.matching_lines)
+    }
+
+    fn check(
+        text: &str,
+        query: &str,
+        context: (usize, usize),
+        expected: &[(u64, &[&str], &[&str])],
+    ) {
+        let mut searcher = FileSearcher::default().with_context(ContextConfig {
+            before: context.0,
+            after: context.1,
+            line_bytes: 6,
+        });
+        let (found, count) = search(&mut searcher, text, query, true, usize::MAX);
+        let got: Vec<(u64, Vec<String>, Vec<String>)> =
+            found.into_iter().map(|(l, _, b, a)| (l, b, a)).collect();
+        let want: Vec<(u64, Vec<String>, Vec<String>)> = expected
+            .iter()
+            .map(|(l, b, a)| {
+                let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+                (*l, owned(b), owned(a))
+            })
+            .collect();
+        assert_eq!(got, want, "{query:?} with context {context:?}");
+        assert_eq!(count, expected.len() as u64);
+    }
+
+    #[test]
+    fn each_matching_line_carries_its_own_neighbours() {
+        let text = "a1\nb2 x\nc3\nd4 x\r\ne5\nf6\ng7 x\n";
+        check(
+            text,
+            "x",
+            (0, 0),
+            &[(2, &[], &[]), (4, &[], &[]), (7, &[], &[])],
+        );
+        check(
+            text,
+            "x",
+            (1, 1),
+            &[
+                (2, &["a1"], &["c3"]),
+                (4, &["c3"], &["e5"]),
+                (7, &["f6"], &[]),
+            ],
+        );
+        // Neighbourhoods overlap, and a neighbour may itself match.
+        check(
+            text,
+            "x",
+            (2, 2),
+            &[
+                (2, &["a1"], &["c3", "d4 x"]),
+                (4, &["b2 x", "c3"], &["e5", "f6"]),
+                (7, &["e5", "f6"], &[]),
+            ],
+        );
+        check(text, "^a", (0, 3), &[(1, &[], &["b2 x", "c3", "d4 x"])]);
+        check(
+            text,
+            "^g",
+            (9, 0),
+            &[(7, &["a1", "b2 x", "c3", "d4 x", "e5", "f6"], &[])],
+        );
+    }
+
+    #[test]
+    fn context_lines_are_cut_on_a_character_boundary() {
+        // 6 bytes: "café" is 5, "cafés!" is 7, cut to "cafés".
+        check(
+            "cafés!\nx\nnaïveté\n",
+            "x",
+            (1, 1),
+            &[(2, &["cafés"], &["naïve"])],
+        );
+    }
+
+    #[test]
+    fn a_sink_that_stops_stops_the_count_and_the_pending_lines() {
+        let mut searcher = FileSearcher::default().with_context(ContextConfig {
+            before: 0,
+            after: 1,
+            line_bytes: 100,
+        });
+        let (found, count) = search(&mut searcher, "x\nx\nx\ny\n", "x", false, 2);
+        assert_eq!(found.len(), 2);
+        assert_eq!(count, 2);
+        assert_eq!(found[1].3, ["x"]);
+    }
+
+    #[test]
+    fn count_counts_lines_not_matches() {
+        let mut searcher = FileSearcher::default();
+        let (found, count) = search(&mut searcher, "x x x\nno\nxx\n", "x", false, usize::MAX);
+        assert_eq!(count, 2);
+        assert_eq!(found.iter().map(|f| f.1).collect::<Vec<_>>(), [1, 1]);
+    }
+
+    #[test]
+    fn a_line_over_the_heap_limit_streams_a_bounded_regex_and_refuses_the_others() {
+        let mut long = "a".repeat(5000);
+        long.push_str(" foo42 bar\nfoo7\n");
+        // A bounded regex takes the stream, and `\b` sees the byte after its match.
+        let mut small = FileSearcher::new(1024, 256);
+        let m = query_matcher(r"\bfoo[0-9]{1,2}\b", true, false).unwrap();
+        assert_eq!(m.max_match_bytes(), Some(5));
+        let mut lines = Vec::new();
+        let outcome = small
+            .search(&m, file_of(long.as_bytes()), &NeverStop, |l| {
+                lines.push((l.line_number, l.column));
+                true
+            })
+            .unwrap();
+        assert!(outcome.streamed);
+        assert_eq!(lines, [(1, 5002), (2, 1)]);
+        // An unbounded regex, or any query with context, cannot be streamed.
+        let unbounded = query_matcher(r"foo[0-9]+", true, false).unwrap();
+        assert_eq!(unbounded.max_match_bytes(), None);
+        let err = small
+            .search(&unbounded, file_of(long.as_bytes()), &NeverStop, |_| true)
+            .unwrap_err();
+        assert!(matches!(err, SearchFileError::LineTooLong));
+        let mut with_context = FileSearcher::new(1024, 256).with_context(ContextConfig {
+            before: 1,
+            after: 0,
+            line_bytes: 10,
+        });
+        let fixed = query_matcher("foo", false, false).unwrap();
+        let err = with_context
+            .search(&fixed, file_of(long.as_bytes()), &NeverStop, |_| true)
+            .unwrap_err();
+        assert!(matches!(err, SearchFileError::LineTooLong));
     }
 }

@@ -5,17 +5,24 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use ignore::{DirEntry, WalkBuilder};
+use index_contract::{FileFilter, IndexError};
+
+use crate::PathFilter;
 
 /// A pruning rule: given a repo-relative path and whether it is a directory, whether the walk
 /// keeps it. Directories it drops are not entered.
 pub type Prune = Arc<dyn Fn(&str, bool) -> bool + Send + Sync>;
 
-/// The selection of one worktree: what `rg` (with no flags) would search under the root.
+/// The selection of one worktree: what `rg` (with no flags, or with the flags of
+/// [`Selection::filter`]) would search under the root.
 #[derive(Clone)]
 pub struct Selection {
     root: PathBuf,
     threads: usize,
     prune: Option<Prune>,
+    filter: Option<PathFilter>,
+    include_hidden: bool,
+    include_ignored: bool,
 }
 
 impl std::fmt::Debug for Selection {
@@ -23,6 +30,9 @@ impl std::fmt::Debug for Selection {
         f.debug_struct("Selection")
             .field("root", &self.root)
             .field("threads", &self.threads)
+            .field("filter", &self.filter)
+            .field("include_hidden", &self.include_hidden)
+            .field("include_ignored", &self.include_ignored)
             .finish_non_exhaustive()
     }
 }
@@ -37,7 +47,29 @@ impl Selection {
                 .map_or(1, |n| n.get())
                 .min(12),
             prune: None,
+            filter: None,
+            include_hidden: false,
+            include_ignored: false,
         }
+    }
+
+    /// Narrows or widens the selection as ripgrep's `-g`, `-t`, `--hidden` and `--no-ignore` do
+    /// ([`PathFilter`] spells out the precedence of globs and types): globs and types go to the
+    /// walker as ripgrep gives them to it; `include_hidden` stops skipping hidden files;
+    /// `include_ignored` drops every ignore rule (`.gitignore`, `.git/info/exclude`, `.ignore`,
+    /// `.rgignore`, the global excludes, and those of parent directories). Whatever the filter,
+    /// git's internals are never entered and symlinks are never followed.
+    ///
+    /// Fails, as [`crate::check_file_filter`] does, on a bad glob or an unknown type.
+    pub fn filter(mut self, files: &FileFilter) -> Result<Selection, IndexError> {
+        self.filter = if files.narrows() {
+            Some(PathFilter::at(files, &self.root)?)
+        } else {
+            None
+        };
+        self.include_hidden = files.include_hidden;
+        self.include_ignored = files.include_ignored;
+        Ok(self)
     }
 
     /// Walks with `threads` threads (at least one).
@@ -63,17 +95,24 @@ impl Selection {
     /// library's defaults cannot move us) and the pruning rule.
     pub fn walker(&self) -> WalkBuilder {
         let mut builder = WalkBuilder::new(&self.root);
+        let rules = !self.include_ignored;
         builder
-            .hidden(true)
-            .parents(true)
-            .ignore(true)
-            .git_ignore(true)
-            .git_global(true)
-            .git_exclude(true)
+            .hidden(!self.include_hidden)
+            .parents(rules)
+            .ignore(rules)
+            .git_ignore(rules)
+            .git_global(rules)
+            .git_exclude(rules)
             .require_git(true)
             .follow_links(false)
             .threads(self.threads);
-        builder.add_custom_ignore_filename(".rgignore");
+        if rules {
+            builder.add_custom_ignore_filename(".rgignore");
+        }
+        if let Some(filter) = &self.filter {
+            builder.overrides(filter.overrides().clone());
+            builder.types(filter.types().clone());
+        }
         let prune = self.prune.clone();
         let root = self.root.clone();
         builder.filter_entry(move |entry| {

@@ -3,8 +3,16 @@
 //! `grep-searcher` needs a whole line in memory. A file with one 1 GiB line would cost 1 GiB, so
 //! past the heap limit the file is searched again here: in fixed-size chunks with an overlap long
 //! enough for any match, counting lines as it goes. Memory is one chunk plus the overlap and the
-//! snippet windows. Like ripgrep's quit-on-binary rule, a NUL byte ends the search of the file
-//! (hits found before it are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on
+//! snippet windows.
+//!
+//! The overlap needs a bound on the length of a match: a fixed string has one, and so does a
+//! regex without unbounded repetition (plus one character for a look-ahead assertion such as
+//! `\b`). A regex without a bound is not searched here: the file fails with
+//! `SearchFileError::LineTooLong`, where ripgrep, which has no heap limit, would hold the whole
+//! line in memory. Context lines are not produced on this path either, for the same reason.
+//!
+//! Like ripgrep's quit-on-binary rule, a NUL byte ends the search of the file (hits found before
+//! it are kept). Unlike ripgrep, a UTF-16 byte-order mark is not transcoded on
 //! this path.
 
 use std::fs::File;
@@ -12,7 +20,7 @@ use std::io::{self, Read};
 
 use grep_matcher::Matcher;
 
-use crate::search::{LineMatch, LiteralMatcher, SearchControl};
+use crate::search::{LineMatch, QueryMatcher, SearchControl};
 
 const CHUNK: usize = 1 << 20;
 
@@ -23,12 +31,18 @@ pub(crate) struct StreamOutcome {
 
 pub(crate) fn search(
     file: &mut File,
-    matcher: &LiteralMatcher,
+    matcher: &QueryMatcher,
+    max_match_bytes: usize,
     window: usize,
     control: &dyn SearchControl,
     sink: &mut dyn FnMut(LineMatch<'_>) -> bool,
 ) -> io::Result<StreamOutcome> {
-    let overlap = matcher.max_match_bytes();
+    // A regex may look one character past its match (`\b`, `$`): keep that character in the
+    // buffer too, so an assertion at the end of a match sees the file's next byte, not the end
+    // of the buffer.
+    // Bytes kept before the next search position must cover a look-behind assertion too.
+    let window = window.max(4);
+    let overlap = max_match_bytes + if matcher.is_regex() { 4 } else { 0 };
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + overlap + 2 * window);
     // Line number at the counting position, and where in buf newline counting resumes.
     let mut line_no: u64 = 1;
@@ -97,6 +111,8 @@ pub(crate) fn search(
                     // A slice of the line that is not the whole line is a cut snippet; so is any
                     // window of a line whose start was already dropped from the buffer.
                     partial: line_start < base || lo != ls || le < buf.len() && buf[le] != b'\n',
+                    before: &[],
+                    after: &[],
                 });
                 if !go_on {
                     return Ok(StreamOutcome {

@@ -1,0 +1,187 @@
+//! ripgrep's `-g` and `-t` on repo-relative paths: built once, used by the walk
+//! ([`crate::Selection::filter`]) and by backends that filter paths they already hold
+//! ([`PathFilter`]).
+
+use std::path::Path;
+
+use ignore::overrides::{Override, OverrideBuilder};
+use ignore::types::{Types, TypesBuilder};
+use index_contract::{FileFilter, IndexError};
+
+/// The compiled globs and types of a [`FileFilter`], with ripgrep's precedence.
+///
+/// ripgrep (the `ignore` crate's walk) decides a path in this order:
+///
+/// 1. **Globs** (`-g`, an override): a path matching a glob is included (or, for a `!glob`,
+///    excluded) whatever else applies: ignore rules, hidden-ness, and types. The last matching
+///    glob wins. When there is at least one include glob, a *file* matching none is excluded; a
+///    directory matching none is still entered.
+/// 2. Ignore rules and hidden-ness (not this type's business: see [`crate::Selection`]).
+/// 3. **Types** (`-t`): a file must be of one of the types; directories are not typed.
+///
+/// A directory excluded by a glob is not entered, so nothing beneath it is searched.
+///
+/// # Example
+///
+/// ```
+/// use index_contract::FileFilter;
+/// use search_profile::PathFilter;
+///
+/// let filter = PathFilter::new(&FileFilter {
+///     globs: vec!["!vendor/**".into()],
+///     types: vec!["rust".into()],
+///     ..FileFilter::default()
+/// })?;
+/// assert!(filter.matches("src/main.rs"));
+/// assert!(!filter.matches("src/notes.md"));
+/// assert!(!filter.matches("vendor/lib.rs"));
+/// # Ok::<(), index_contract::IndexError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct PathFilter {
+    globs: Override,
+    types: Types,
+}
+
+impl PathFilter {
+    /// Compiles `files`' globs and types as ripgrep compiles `-g` and `-t` (its default type
+    /// definitions). A bad glob or an unknown type is refused as [`crate::check_file_filter`]
+    /// refuses it. `include_hidden` and `include_ignored` are the walk's business and are not
+    /// looked at here.
+    pub fn new(files: &FileFilter) -> Result<PathFilter, IndexError> {
+        // Globs are matched against repo-relative paths: a root of `.` strips nothing.
+        PathFilter::at(files, Path::new("."))
+    }
+
+    /// The filter for paths under `root`: the walk matches absolute paths, which the globs see
+    /// relative to `root`, as ripgrep's see them relative to its working directory.
+    pub(crate) fn at(files: &FileFilter, root: &Path) -> Result<PathFilter, IndexError> {
+        let mut globs = OverrideBuilder::new(root);
+        for (index, glob) in files.globs.iter().enumerate() {
+            globs
+                .add(glob)
+                .map_err(|_| IndexError::InvalidGlob { index })?;
+        }
+        let globs = globs
+            .build()
+            .map_err(|_| IndexError::InvalidGlob { index: 0 })?;
+        let mut types = TypesBuilder::new();
+        types.add_defaults();
+        for (index, name) in files.types.iter().enumerate() {
+            // `select` accepts any name; an unknown one fails at `build`, without its position.
+            if !types.definitions().iter().any(|d| d.name() == name) {
+                return Err(IndexError::UnknownFileType { index });
+            }
+            types.select(name);
+        }
+        let types = types
+            .build()
+            .map_err(|_| IndexError::UnknownFileType { index: 0 })?;
+        Ok(PathFilter { globs, types })
+    }
+
+    /// Whether the filter narrows anything: `false` for no globs and no types.
+    pub fn is_empty(&self) -> bool {
+        self.globs.is_empty() && self.types.is_empty()
+    }
+
+    /// Whether ripgrep, given these globs and types, would search the file at the repo-relative,
+    /// `/`-separated `rel_path`, assuming the default walk would (it is not ignored, not hidden):
+    /// no ancestor directory is excluded by a glob, and the file itself is included by a glob, or
+    /// matches no glob (with no include glob) and is of a selected type (when there are types).
+    pub fn matches(&self, rel_path: &str) -> bool {
+        let mut end = 0;
+        while let Some(slash) = rel_path[end..].find('/') {
+            end += slash;
+            if self
+                .globs
+                .matched(Path::new(&rel_path[..end]), true)
+                .is_ignore()
+            {
+                return false;
+            }
+            end += 1;
+        }
+        let path = Path::new(rel_path);
+        let by_glob = self.globs.matched(path, false);
+        if by_glob.is_whitelist() {
+            return true;
+        }
+        if by_glob.is_ignore() {
+            return false;
+        }
+        !self.types.matched(path, false).is_ignore()
+    }
+
+    pub(crate) fn overrides(&self) -> &Override {
+        &self.globs
+    }
+
+    pub(crate) fn types(&self) -> &Types {
+        &self.types
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use index_contract::FileFilter;
+
+    use super::PathFilter;
+
+    fn check(globs: &[&str], types: &[&str], path: &str, expected: bool) {
+        let filter = PathFilter::new(&FileFilter {
+            globs: globs.iter().map(|g| g.to_string()).collect(),
+            types: types.iter().map(|t| t.to_string()).collect(),
+            ..FileFilter::default()
+        })
+        .unwrap();
+        assert_eq!(
+            filter.matches(path),
+            expected,
+            "globs {globs:?} types {types:?} path {path}"
+        );
+    }
+
+    #[test]
+    fn globs_and_types_follow_ripgreps_precedence() {
+        check(&[], &[], "a/b.txt", true);
+        check(&["*.rs"], &[], "src/a.rs", true);
+        check(&["*.rs"], &[], "src/a.txt", false);
+        check(&["!*.rs"], &[], "src/a.rs", false);
+        check(&["!*.rs"], &[], "src/a.txt", true);
+        // The last matching glob wins.
+        check(&["*.rs", "!src/*.rs"], &[], "src/a.rs", false);
+        check(&["!src/*.rs", "*.rs"], &[], "src/a.rs", true);
+        // A glob with a slash is anchored at the root; one without matches at any depth.
+        check(&["src/*.rs"], &[], "lib/src/a.rs", false);
+        check(&["a.rs"], &[], "lib/src/a.rs", true);
+        // An excluded directory is not entered.
+        check(&["!vendor"], &[], "vendor/x/a.rs", false);
+        check(&["!vendor/"], &[], "sub/vendor/a.rs", false);
+        // Types apply to files no glob decided; an include glob decides every file.
+        check(&[], &["rust"], "a.rs", true);
+        check(&[], &["rust"], "a.py", false);
+        check(&[], &["rust", "py"], "a.py", true);
+        check(&["!a.rs"], &["rust"], "b.rs", true);
+        check(&["!a.rs"], &["rust"], "b.py", false);
+        check(&["*.py"], &["rust"], "b.py", true);
+        check(&["*.py"], &["rust"], "b.rs", false);
+    }
+
+    #[test]
+    fn a_bad_glob_or_an_unknown_type_is_refused_by_position() {
+        let bad = |globs: Vec<String>, types: Vec<String>| {
+            PathFilter::new(&FileFilter {
+                globs,
+                types,
+                ..FileFilter::default()
+            })
+            .unwrap_err()
+            .to_string()
+        };
+        let e = bad(vec!["*.rs".into(), "a[".into()], vec![]);
+        assert!(e.contains("entry 1"), "{e}");
+        let e = bad(vec![], vec!["rust".into(), "nosuch".into()]);
+        assert!(e.contains("entry 1"), "{e}");
+    }
+}

@@ -52,6 +52,7 @@ mod dircache;
 mod error;
 mod manifest;
 mod parallel;
+mod plan;
 mod query;
 mod rank;
 mod refresh;
@@ -375,7 +376,12 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
+        // The index holds the default selection only: no hidden or ignored files.
         BackendCapabilities {
+            regex: true,
+            file_filters: true,
+            count: true,
+            context: true,
             paging: true,
             ..BackendCapabilities::default()
         }

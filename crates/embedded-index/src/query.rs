@@ -6,11 +6,13 @@ use index_contract::{
     BackendHit, BackendSearchResponse, CancelSignal, IndexState, IndexStatus, SearchRequest,
     SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::{PathKey, SearchControl};
+use search_profile::{ContextConfig, PathFilter, PathKey, SearchControl};
 
-use crate::segment::flags;
+use crate::plan::{self, Plan};
+use crate::segment::{Segment, flags};
+use crate::snapshot::Snapshot;
 use crate::verify::{self, Verified};
-use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
+use crate::{EmbeddedIndex, EmbeddedIndexError, parallel};
 
 /// Stops verification at the request's deadline or cancellation.
 struct Control<'a> {
@@ -55,29 +57,36 @@ impl EmbeddedIndex {
             });
         };
         let status = snap.status();
+        if request.files.include_hidden || request.files.include_ignored {
+            // The index holds the default selection only (the capabilities say so).
+            return Err(EmbeddedIndexError::UnsupportedFiles);
+        }
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
-        let matcher = search_profile::matcher(&request.query, request.case_insensitive)
-            .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        let matcher =
+            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)
+                .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        let filter = if request.files.narrows() {
+            Some(PathFilter::new(&request.files).map_err(|_| EmbeddedIndexError::BadQuery)?)
+        } else {
+            None
+        };
         let scope = request.path.as_deref();
-        // Candidates: files holding every query trigram, in every segment, minus deleted docs.
-        // A file the index could not read has no trigrams and cannot be ruled out.
-        let trigrams = trigram::query_trigrams(&request.query, request.case_insensitive);
+        let wanted = |path: &str| {
+            scope.is_none_or(|s| index_guard::is_within(path, s))
+                && filter.as_ref().is_none_or(|f| f.matches(path))
+        };
+        // Candidates: files that may hold a match by the query's trigram plan, in every segment,
+        // minus deleted docs. A file the index could not read has no trigrams and cannot be ruled
+        // out.
+        let plan = plan::plan(&request.query, request.regex, request.case_insensitive);
+        let full_scan = plan == Plan::All;
         // Each candidate is one packed key: inverted prior, segment, doc. Sorting the keys orders
         // candidates best prior first, ties in segment order, then path order per segment.
         let mut keys: Vec<u64> = Vec::new();
         for (si, seg) in snap.segments.iter().enumerate() {
-            let mut ids: Vec<u32> = match &trigrams {
+            let mut ids: Vec<u32> = match eval(&plan, seg) {
                 None => (0..seg.n_docs()).collect(),
-                Some(ts) => {
-                    let mut order: Vec<u32> = ts.clone();
-                    order.sort_by_key(|&t| seg.count(t));
-                    let mut acc = seg.postings(order[0]);
-                    for &t in &order[1..] {
-                        if acc.is_empty() {
-                            break;
-                        }
-                        acc = intersect(&acc, &seg.postings(t));
-                    }
+                Some(mut acc) => {
                     let unreadable =
                         (0..seg.n_docs()).filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0);
                     acc.extend(unreadable);
@@ -86,10 +95,7 @@ impl EmbeddedIndex {
                     acc
                 }
             };
-            ids.retain(|id| {
-                !snap.deleted[si].contains(id)
-                    && scope.is_none_or(|s| index_guard::is_within(seg.path(*id), s))
-            });
+            ids.retain(|id| !snap.deleted[si].contains(id) && wanted(seg.path(*id)));
             for id in ids {
                 let inverted = u64::from(255 - seg.prior(id));
                 keys.push((inverted << 56) | ((si as u64) << 32) | u64::from(id));
@@ -109,6 +115,25 @@ impl EmbeddedIndex {
                 }
             })
             .collect();
+        // An include glob makes ripgrep search files its ignore and hidden rules would skip; the
+        // index does not hold those, so they are found by a walk and verified as they are.
+        let extras = if request.files.globs.iter().any(|g| !g.starts_with('!')) {
+            self.unindexed_selection(request, &snap)?
+        } else {
+            Vec::new()
+        };
+        candidates.extend(extras.iter().map(|path| Candidate {
+            prior: crate::rank::quantized_prior(path),
+            path,
+            flags: if index_guard::check_path(path).is_err() {
+                flags::REFUSED_NAME
+            } else {
+                0
+            },
+        }));
+        if !extras.is_empty() {
+            candidates.sort_by_key(|c| std::cmp::Reverse(c.prior));
+        }
         // The candidate order: prior descending, then path order. Within one prior the keys are
         // already in path order per segment, so each run is sorted in about linear time.
         for run in candidates.chunk_by_mut(|a, b| a.prior == b.prior) {
@@ -120,6 +145,12 @@ impl EmbeddedIndex {
         };
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
+        let context = ContextConfig {
+            before: request.context.before as usize,
+            after: request.context.after as usize,
+            line_bytes: verify::SNIPPET_WINDOW,
+        };
+        let output = request.output;
         // The answer is the first `cap` hits of the paging order (see [`RANK_BLOCK`]): hit
         // number `cap` lies in block `last`, so the blocks before it are needed whole and block
         // `last` up to its `cap - last * RANK_BLOCK` best hits.
@@ -146,8 +177,8 @@ impl EmbeddedIndex {
             let found = parallel::map(
                 &candidates[at..end],
                 threads,
-                verify::searcher,
-                |_, c, s| verify::first_match(s, &matcher, &worktree, c.path, &control),
+                || verify::searcher(context),
+                |_, c, s| verify::first_match(s, &matcher, &worktree, c.path, output, &control),
             )?;
             for (i, v) in found.into_iter().enumerate() {
                 let c = &candidates[at + i];
@@ -163,9 +194,9 @@ impl EmbeddedIndex {
                         column: m.column,
                         score: crate::rank::score(c.prior_f64(), m.shape),
                         snippet: m.snippet,
-                        count: None,
-                        before: Vec::new(),
-                        after: Vec::new(),
+                        count: m.count,
+                        before: m.before,
+                        after: m.after,
                     }),
                     Verified::NoMatch => {}
                     Verified::Unreadable => skipped.unreadable += 1,
@@ -201,8 +232,99 @@ impl EmbeddedIndex {
             complete,
             // Only what verification met: binary files and the like are not counted here.
             skipped: (skipped != SkippedFiles::default()).then_some(skipped),
-            full_scan: false,
+            full_scan,
         })
+    }
+
+    /// The files an unfiltered walk would skip but `request`'s file filter makes ripgrep search
+    /// (an include glob overrides ignore and hidden rules), within its scope: the walk with the
+    /// filter, minus what the snapshot holds.
+    fn unindexed_selection(
+        &self,
+        request: &SearchRequest,
+        snap: &Snapshot,
+    ) -> Result<Vec<String>, EmbeddedIndexError> {
+        let mut selection = search_profile::Selection::new(self.root())
+            .threads(crate::threads(&self.config))
+            .filter(&request.files)
+            .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        if let Some(scope) = request.path.clone() {
+            // Walk from the root and prune, so that ignore rules of parents still apply.
+            selection = selection.prune(move |rel, is_dir| {
+                index_guard::is_within(rel, &scope) || is_dir && index_guard::is_within(&scope, rel)
+            });
+        }
+        let scope = request.path.as_deref();
+        Ok(selection
+            .files()
+            .into_iter()
+            .filter(|p| {
+                scope.is_none_or(|s| index_guard::is_within(p, s)) && snap.find(p).is_none()
+            })
+            .collect())
+    }
+}
+
+/// The docs of `seg` that may satisfy `plan`, ascending; `None` for every doc.
+fn eval(plan: &Plan, seg: &Segment) -> Option<Vec<u32>> {
+    match plan {
+        Plan::All => None,
+        Plan::Trigram(t) => Some(if seg.count(*t) == 0 {
+            Vec::new()
+        } else {
+            seg.postings(*t)
+        }),
+        Plan::Or(parts) => {
+            let mut out = Vec::new();
+            for p in parts {
+                out.extend(eval(p, seg)?);
+            }
+            out.sort_unstable();
+            out.dedup();
+            Some(out)
+        }
+        Plan::And(parts) => {
+            let mut order: Vec<(usize, &Plan)> = parts.iter().map(|p| (cost(p, seg), p)).collect();
+            order.sort_by_key(|&(c, _)| c);
+            let mut acc: Option<Vec<u32>> = None;
+            for (c, p) in order {
+                if let Some(a) = &acc
+                    && (a.is_empty() || c / SKIP_RATIO > a.len())
+                {
+                    // Dropping a part only widens the candidates, which verification then
+                    // narrows: past this ratio, decoding the part costs more than verifying the
+                    // few files it could rule out.
+                    break;
+                }
+                if let Some(v) = eval(p, seg) {
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => intersect(&a, &v),
+                    });
+                }
+            }
+            acc
+        }
+    }
+}
+
+/// Decoding a posting entry costs about this many times less than verifying a file.
+const SKIP_RATIO: usize = 4096;
+
+/// The posting entries [`eval`] would decode for `plan` in `seg`, at most.
+fn cost(plan: &Plan, seg: &Segment) -> usize {
+    match plan {
+        Plan::All => usize::MAX,
+        Plan::Trigram(t) => seg.count(*t),
+        Plan::And(parts) => parts
+            .iter()
+            .map(|p| cost(p, seg))
+            .min()
+            .unwrap_or(usize::MAX),
+        Plan::Or(parts) => parts
+            .iter()
+            .map(|p| cost(p, seg))
+            .fold(0usize, usize::saturating_add),
     }
 }
 

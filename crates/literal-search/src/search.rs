@@ -239,6 +239,11 @@ impl Job {
                     if outcome.stopped || self.should_stop() {
                         return Vec::new();
                     }
+                    // ripgrep's `-c` drops a file whose search met a NUL, even after matches: a
+                    // count of the lines before it would understate the file.
+                    if outcome.binary {
+                        return Vec::new();
+                    }
                     if let Some(first) = hits.first_mut() {
                         first.count = Some(outcome.matching_lines);
                     }

@@ -25,7 +25,7 @@ pub(crate) struct FirstMatch {
 pub(crate) enum Verified {
     /// Its first match.
     Match(FirstMatch),
-    /// No match (or binary before one, or a count cut short by the deadline or a cancel).
+    /// No match (or binary before one; or, counting, a NUL anywhere or a deadline or cancel).
     NoMatch,
     /// It could not be opened beneath the root without following a symlink, or read, or searched
     /// in bounded memory (a line over the heap limit that this query cannot stream).
@@ -73,8 +73,9 @@ pub(crate) fn first_match(
     match (result, found) {
         (Err(_), _) => Verified::Unreadable,
         (Ok(outcome), Some(mut m)) if output == OutputMode::Count => {
-            if outcome.stopped {
-                // A count cut short would be wrong: no hit, and the answer is incomplete.
+            // A count cut short would be wrong: no hit, and the answer is incomplete. ripgrep's
+            // `-c` drops a file whose search met a NUL, even after matches.
+            if outcome.stopped || outcome.binary {
                 return Verified::NoMatch;
             }
             m.count = Some(outcome.matching_lines);

@@ -3,10 +3,12 @@
 //! (`capabilities.semantic = false`).
 //!
 //! - **What it indexes**: exactly the literal fallback's file selection (ripgrep's defaults).
-//! - **How it answers**: the query's trigrams select candidate files from memory-mapped posting
-//!   lists; each candidate is then searched with ripgrep's own searcher and the literal fallback's
-//!   exact configuration, so a hit is real and equal to ripgrep's first match in that file. One
-//!   hit per file, ranked (see [`EmbeddedIndex`]).
+//! - **How it answers**: the query (a fixed string or a regex) is planned into an AND/OR tree of
+//!   trigrams that selects candidate files from memory-mapped posting lists; each candidate is
+//!   then searched with ripgrep's own searcher and the literal fallback's exact configuration, so
+//!   a hit is real and equal to ripgrep's first match in that file. One hit per file, ranked in a
+//!   paging-stable order (see [`EmbeddedIndex`]); globs, types, counts and context lines as
+//!   ripgrep's.
 //! - **Storage**: immutable, checksummed segment files plus a manifest in a directory the host
 //!   names. The manifest is replaced atomically (write, fsync, rename, fsync the directory): that
 //!   is the commit point, so a process killed at any moment leaves the previous commit readable.

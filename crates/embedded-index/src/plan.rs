@@ -20,6 +20,10 @@ use crate::trigram;
 const MAX_SET: usize = 32;
 /// The most alternatives an OR keeps; a bigger one is no condition at all.
 const MAX_OR: usize = 256;
+/// The most parts an AND keeps: dropping parts only widens it, and a long query's first parts
+/// already select about as well as all of them, while keeping every part would make planning
+/// quadratic in the query's length.
+const MAX_AND: usize = 128;
 
 /// A trigram query: which files may hold a match.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,6 +51,7 @@ impl Plan {
         }
         out.sort();
         out.dedup();
+        out.truncate(MAX_AND);
         match out.len() {
             0 => Plan::All,
             1 => out.pop().unwrap_or(Plan::All),
@@ -352,15 +357,10 @@ fn concat(a: Info, b: Info) -> Info {
         out.query = Plan::and([a.query, b.query]);
         return out.simplify();
     }
-    let prefix = match &a.exact {
-        Some(x) => cross(x, &b.clone().inexact().simplify().prefix),
-        None => None,
-    };
-    let suffix = match &b.exact {
-        Some(y) => cross(&a.clone().inexact().simplify().suffix, y),
-        None => None,
-    };
+    let (a_exact, b_exact) = (a.exact.clone(), b.exact.clone());
     let (a, b) = (a.inexact().simplify(), b.inexact().simplify());
+    let prefix = a_exact.and_then(|x| cross(&x, &b.prefix));
+    let suffix = b_exact.and_then(|y| cross(&a.suffix, &y));
     // Every match holds some suffix of `a` followed by some prefix of `b`.
     let across = cross(&a.suffix, &b.prefix).map_or(Plan::All, |s| any_of(&s));
     Info {
@@ -449,6 +449,18 @@ mod tests {
             true,
             "_co con e_c fig nfi onf par (ars rse se_ | ar\\xc5 r\\xc5\\xbf \\xbfe_ \\xc5\\xbfe)",
         );
+    }
+
+    #[test]
+    fn a_long_case_insensitive_query_plans_quickly_into_a_bounded_and() {
+        let query = "struct kernel_sched_class ".repeat(160);
+        let started = std::time::Instant::now();
+        let got = plan(&query, false, true);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        match got {
+            super::Plan::And(parts) => assert!((20..=super::MAX_AND).contains(&parts.len())),
+            other => panic!("{other}"),
+        }
     }
 
     #[test]

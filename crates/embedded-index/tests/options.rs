@@ -102,6 +102,13 @@ const REGEXES: &[&str] = &[
     r"before\s+nul",
     r"fn.*again",
     r"\w+_\w+",
+    r"(|fn )main",
+    r"(ma){1}in",
+    r"[A-Z]{2,}",
+    r"\p{Greek}+",
+    r"(?-u:caf\xe9)",
+    r"fn ma.n",
+    r"K[a-z]lvin",
 ];
 
 #[test]

@@ -134,11 +134,10 @@ impl EmbeddedIndex {
         if !extras.is_empty() {
             candidates.sort_by_key(|c| std::cmp::Reverse(c.prior));
         }
-        // The candidate order: prior descending, then path order. Within one prior the keys are
-        // already in path order per segment, so each run is sorted in about linear time.
-        for run in candidates.chunk_by_mut(|a, b| a.prior == b.prior) {
-            run.sort_by(|a, b| PathKey::compare(a.path, b.path));
-        }
+        // The candidate order: prior descending, then path order. Each run of one prior is put in
+        // path order when verification reaches it (most queries stop long before the last), in
+        // about linear time, since the keys are already in path order per segment.
+        let mut ordered = 0;
         let control = Control {
             deadline: request.deadline.map(|d| started + d),
             signal: &request.signal,
@@ -174,6 +173,15 @@ impl EmbeddedIndex {
             };
             let chunk = want.clamp(16, 512) * threads;
             let end = (at + chunk).min(candidates.len());
+            while ordered < end {
+                let prior = candidates[ordered].prior;
+                let run = candidates[ordered..]
+                    .iter()
+                    .position(|c| c.prior != prior)
+                    .map_or(candidates.len(), |n| ordered + n);
+                candidates[ordered..run].sort_by(|a, b| PathKey::compare(a.path, b.path));
+                ordered = run;
+            }
             let found = parallel::map(
                 &candidates[at..end],
                 threads,

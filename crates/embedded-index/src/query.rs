@@ -115,9 +115,12 @@ impl EmbeddedIndex {
                 }
             })
             .collect();
-        // An include glob makes ripgrep search files its ignore and hidden rules would skip; the
-        // index does not hold those, so they are found by a walk and verified as they are.
-        let extras = if request.files.globs.iter().any(|g| !g.starts_with('!')) {
+        // An include glob makes ripgrep search files its ignore and hidden rules would skip, and a
+        // type hidden files of that type; the index does not hold those, so they are found by a
+        // walk and verified as they are.
+        let widens = request.files.globs.iter().any(|g| !g.starts_with('!'))
+            || !request.files.types.is_empty();
+        let extras = if widens {
             self.unindexed_selection(request, &snap)?
         } else {
             Vec::new()
@@ -245,8 +248,8 @@ impl EmbeddedIndex {
     }
 
     /// The files an unfiltered walk would skip but `request`'s file filter makes ripgrep search
-    /// (an include glob overrides ignore and hidden rules), within its scope: the walk with the
-    /// filter, minus what the snapshot holds.
+    /// (an include glob overrides ignore and hidden rules, a type the hidden rule), within its
+    /// scope: the walk with the filter, minus what the snapshot holds.
     fn unindexed_selection(
         &self,
         request: &SearchRequest,

@@ -145,8 +145,13 @@ type Edit = Box<dyn Fn(&mut SearchRequest)>;
 #[test]
 fn file_filters_count_and_context_equal_ripgrep() {
     let (tree, _store, index) = index_of(3);
+    // Hidden files of a type (`-t` selects them) and an ignored one an include glob selects; none
+    // is in the index.
+    tree::write(tree.path(), ".notes.txt", b"fn main hidden text\n");
+    tree::write(tree.path(), "src/.hidden.rs", b"fn  main() {}\n");
+    tree::write(tree.path(), "ignored.log", b"fn main ignored\n");
     // Each edit is one option or a pair of them; the include globs pull in files the ignore rules
-    // skip (`*.log`), which the index does not hold.
+    // skip (`*.log`), and types hidden files, which the index does not hold.
     let edits: Vec<(&str, Edit)> = vec![
         (
             "include globs",

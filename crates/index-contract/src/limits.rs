@@ -48,8 +48,8 @@ pub const MAX_CONTEXT_LINES: u32 = 20;
 /// Deepest page: the largest `offset` a query may ask for. A page at `offset` costs the work of
 /// `offset + max_results` hits, so the bound keeps a page's memory and time bounded.
 pub const MAX_OFFSET: usize = 100_000;
-/// Most globs plus file types in one query.
-pub const MAX_FILE_FILTERS: usize = 64;
+/// Most globs, and most file types, in one query.
+pub const MAX_FILE_FILTERS: usize = 32;
 /// Compiled-size limit of a regular expression, in bytes: the `regex` crate's own default. ripgrep
 /// allows 100 MiB; a pattern between the two compiles in `rg` and is refused here with
 /// `ERR_PRISM_INDEX_LIMIT`, because a query runs inside a long-lived host whose memory must stay

@@ -66,6 +66,12 @@ pub trait RepositoryOperations: Send + Sync {
     /// The caps it applies.
     fn limits(&self) -> SearchLimits;
 
+    /// What the index modes honour: the capabilities the backend declared. `literal` honours
+    /// every option whatever this says. An object without an index declares nothing.
+    fn index_capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities::default()
+    }
+
     /// Answers a query.
     fn search(&self, request: SearchRequest) -> BoxFuture<'_, Result<SearchResult, IndexError>>;
 }

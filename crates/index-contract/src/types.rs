@@ -146,8 +146,14 @@ pub struct BackendCapabilities {
     pub semantic: bool,
     /// Whether `indexed_literal` takes a regular expression (`regex: true`).
     pub regex: bool,
-    /// Whether the backend honours [`FileFilter::globs`] and [`FileFilter::types`].
+    /// Whether the backend honours every [`FileFilter::globs`] and [`FileFilter::types`] with
+    /// ripgrep's precedence, where an include glob selects a matching file even when it is hidden
+    /// or ignored, and a type selects matching hidden files. A backend that holds only ripgrep's
+    /// default selection cannot honour them.
     pub file_filters: bool,
+    /// Whether the backend honours globs that all exclude (`!` globs), which only narrow the
+    /// selection. Implied by `file_filters`.
+    pub exclude_globs: bool,
     /// Whether the backend answers [`OutputMode::Count`].
     pub count: bool,
     /// Whether the backend returns context lines ([`ContextLines`]).

@@ -23,8 +23,8 @@ pub enum OptionSupport {
 /// mode.
 ///
 /// Bounds: at most [`MAX_CONTEXT_LINES`] of context either side, and context only with
-/// `output: content`; `offset` at most [`MAX_OFFSET`]; at most [`MAX_FILE_FILTERS`] globs and types
-/// together, each non-empty and within [`MAX_PATH_BYTES`]. The syntax of a glob, a type name or a
+/// `output: content`; `offset` at most [`MAX_OFFSET`]; at most [`MAX_FILE_FILTERS`] globs and as many
+/// types, each non-empty and within [`MAX_PATH_BYTES`]. The syntax of a glob, a type name or a
 /// regex is the profile's to check, since it owns the matchers.
 ///
 /// # Example
@@ -64,7 +64,11 @@ pub fn check_options(request: &SearchRequest, support: OptionSupport) -> Result<
     if request.regex && !caps.regex {
         return unsupported("regex");
     }
-    if !request.files.globs.is_empty() && !caps.file_filters {
+    // An include glob or a type can select hidden or ignored files (ripgrep's precedence);
+    // globs that all exclude only narrow the selection.
+    let globs = &request.files.globs;
+    let includes = globs.iter().any(|g| !g.starts_with('!'));
+    if !globs.is_empty() && !caps.file_filters && (includes || !caps.exclude_globs) {
         return unsupported("glob");
     }
     if !request.files.types.is_empty() && !caps.file_filters {
@@ -99,11 +103,7 @@ fn context_option(request: &SearchRequest) -> &'static str {
 const CONTEXT_MESSAGE: &str = cap_message!("is more than ", MAX_CONTEXT_LINES as usize, " lines");
 const OFFSET_MESSAGE: &str =
     cap_message!("is more than ", MAX_OFFSET, "; narrow the query instead");
-const FILTERS_MESSAGE: &str = cap_message!(
-    "together with `type` has more than ",
-    MAX_FILE_FILTERS,
-    " entries"
-);
+const FILTERS_MESSAGE: &str = cap_message!("has more than ", MAX_FILE_FILTERS, " entries");
 const GLOB_BYTES_MESSAGE: &str =
     cap_message!("has an entry longer than ", MAX_PATH_BYTES, " bytes");
 
@@ -133,8 +133,11 @@ fn check_bounds(request: &SearchRequest) -> Result<(), IndexError> {
         return limit("offset", OFFSET_MESSAGE);
     }
     let files = &request.files;
-    if files.globs.len() + files.types.len() > MAX_FILE_FILTERS {
+    if files.globs.len() > MAX_FILE_FILTERS {
         return limit("glob", FILTERS_MESSAGE);
+    }
+    if files.types.len() > MAX_FILE_FILTERS {
+        return limit("type", FILTERS_MESSAGE);
     }
     if files.globs.iter().any(|g| g.len() > MAX_PATH_BYTES) {
         return limit("glob", GLOB_BYTES_MESSAGE);
@@ -175,6 +178,7 @@ mod tests {
             semantic: true,
             regex: true,
             file_filters: true,
+            exclude_globs: false,
             count: true,
             context: true,
             paging: true,
@@ -182,9 +186,13 @@ mod tests {
             ignored_files: true,
         });
         type Edit = fn(&mut SearchRequest);
-        let cases: [(Edit, &str); 9] = [
+        let cases: [(Edit, &str); 10] = [
             (|r| r.regex = true, "`regex`"),
             (|r| r.files.globs = vec!["*.rs".into()], "`glob`"),
+            (
+                |r| r.files.globs = vec!["!a".into(), "*.rs".into()],
+                "`glob`",
+            ),
             (|r| r.files.types = vec!["rust".into()], "`type`"),
             (|r| r.files.include_hidden = true, "`include_hidden`"),
             (|r| r.files.include_ignored = true, "`include_ignored`"),
@@ -200,6 +208,26 @@ mod tests {
         }
         // `files` output needs nothing beyond one hit per file.
         check(|r| r.output = OutputMode::Files, none, None);
+        // Globs that all exclude need only `exclude_globs`; an include among them needs more.
+        let excludes = OptionSupport::Backend(BackendCapabilities {
+            exclude_globs: true,
+            ..BackendCapabilities::default()
+        });
+        check(
+            |r| r.files.globs = vec!["!*.md".into(), "!a/**".into()],
+            excludes,
+            None,
+        );
+        check(
+            |r| r.files.globs = vec!["!*.md".into(), "*.rs".into()],
+            excludes,
+            Some("`glob`"),
+        );
+        check(
+            |r| r.files.types = vec!["rust".into()],
+            excludes,
+            Some("`type`"),
+        );
     }
 
     #[test]
@@ -247,10 +275,16 @@ mod tests {
         );
         check(|r| r.offset = 100_000, lit, None);
         check(|r| r.offset = 100_001, lit, Some("more than 100000"));
+        check(|r| r.files.globs = vec!["*".into(); 32], lit, None);
         check(
-            |r| r.files.globs = vec!["*".into(); 65],
+            |r| r.files.globs = vec!["*".into(); 33],
             lit,
-            Some("more than 64"),
+            Some("more than 32"),
+        );
+        check(
+            |r| r.files.types = vec!["c".into(); 33],
+            lit,
+            Some("`type`"),
         );
         check(
             |r| r.files.globs = vec![String::new()],

@@ -99,7 +99,7 @@ struct State {
 pub struct FixtureBackend {
     state: Mutex<State>,
     behaviour: Behaviour,
-    semantic: bool,
+    capabilities: BackendCapabilities,
     counters: Counters,
 }
 
@@ -123,7 +123,11 @@ impl FixtureBackend {
                 removals: Vec::new(),
             }),
             behaviour: Behaviour::Honest,
-            semantic: false,
+            // Its hits are always the first of path order, so the facade may page them.
+            capabilities: BackendCapabilities {
+                paging: true,
+                ..BackendCapabilities::default()
+            },
             counters: Counters::default(),
         }
     }
@@ -136,7 +140,15 @@ impl FixtureBackend {
 
     /// Declares (or not) the semantic capability.
     pub fn with_semantic(mut self, semantic: bool) -> FixtureBackend {
-        self.semantic = semantic;
+        self.capabilities.semantic = semantic;
+        self
+    }
+
+    /// Declares exactly `capabilities`. The fixture matches fixed strings only and ignores the
+    /// grep options, so declaring more is only for tests of what the seam does with a
+    /// declaration (the schema, the refusals), never of the answers.
+    pub fn with_capabilities(mut self, capabilities: BackendCapabilities) -> FixtureBackend {
+        self.capabilities = capabilities;
         self
     }
 
@@ -230,12 +242,7 @@ impl FixtureBackend {
 
 impl RepositoryIndexBackend for FixtureBackend {
     fn capabilities(&self) -> BackendCapabilities {
-        // Its hits are always the first of path order, so the facade may page them.
-        BackendCapabilities {
-            semantic: self.semantic,
-            paging: true,
-            ..BackendCapabilities::default()
-        }
+        self.capabilities
     }
 
     fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {

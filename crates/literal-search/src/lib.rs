@@ -4,12 +4,23 @@
 //! It walks the worktree in parallel with ripgrep's own libraries (`ignore`, `grep-searcher`,
 //! `grep-regex`) and ripgrep's defaults: `.gitignore`, `.git/info/exclude`, `.ignore`, `.rgignore`
 //! and the global git excludes are respected, hidden files are skipped, `.git` is never entered,
-//! symlinks are never followed, binary files (a NUL byte) are skipped. So `rg -F` is the oracle
-//! for what is found.
+//! symlinks are never followed, binary files (a NUL byte) are skipped. So `rg` is the oracle for
+//! what is found.
+//!
+//! Every option of the request is honoured with ripgrep's meaning: `regex` (else `-F`),
+//! `case_insensitive` (`-i`), globs and types (`-g`, `-t`), `include_hidden` (`--hidden`),
+//! `include_ignored` (`--no-ignore`, though `.git` stays unentered), `output: files` (`-l`: one
+//! hit per file, at its first match), `output: count` (`-c`: the same hit with the file's count of
+//! matching lines; a file whose search meets a NUL gives none, as with `rg -c`) and context lines
+//! (`-B`/`-A`: each content hit carries its own neighbours, cut to the snippet cap).
 //!
 //! Every answer is bounded (result cap, snippet cap, deadline, cancellation, memory), deterministic
 //! (hits ordered by path component by component, then line, then column; under a cap, the first N
-//! in that order), and says how complete it is.
+//! in that order), and says how complete it is. Pages are exact: a page is cut from the first
+//! `offset + max_results` hits of that order (`index_guard::paginate`), so pages taken at
+//! successive `next_offset`s concatenate to the uncapped answer, and a page whose earlier hits
+//! changed fails with `ERR_PRISM_INDEX_STALE`. An answer stopped by the deadline or a cancel holds
+//! the hits found in time and is no page: it has no `next_offset`.
 //!
 //! # Example
 //!
@@ -54,7 +65,10 @@ pub struct LiteralSearchConfig {
     pub threads: Option<usize>,
     /// The most bytes one thread may hold for a single line (default 4 MiB). A file with a longer
     /// line is searched as a bounded stream instead, so memory stays bounded whatever the tree
-    /// holds: about 1.5 times this per thread, measured.
+    /// holds: about 1.5 times this per thread, measured. The stream needs a bound on the length
+    /// of a match and gives no context lines: for a regex with unbounded repetition, or with
+    /// context asked for, such a file is not searched and counts as `unreadable` (ripgrep, which
+    /// has no such limit, would hold the whole line in memory).
     pub heap_limit_bytes: usize,
 }
 

@@ -265,3 +265,44 @@ fn context_with_files_or_count_is_refused() {
         }
     }
 }
+
+#[test]
+fn a_line_over_the_heap_limit_is_searched_exactly_or_skipped_as_unreadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut long = vec![b'a'; 3 << 20];
+    long.extend_from_slice(b" fn main42 \n");
+    support::write(root, "long.txt", &long);
+    support::write(root, "short.txt", b"x\nfn main7\n");
+    let search = LiteralSearch::with_config(
+        root,
+        LiteralSearchConfig {
+            heap_limit_bytes: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let run = |query: &str, regex: bool, before: u32| {
+        let mut r = request(query, &[]);
+        r.regex = regex;
+        r.context.before = before;
+        let result = search.search_blocking(&r).unwrap();
+        let hits: Vec<(String, u64, u64)> = result
+            .hits
+            .into_iter()
+            .map(|h| (h.path, h.line, h.column))
+            .collect();
+        (hits, result.stats.files_skipped.unwrap().unreadable)
+    };
+    let both = vec![
+        ("long.txt".to_owned(), 1, (3 << 20) + 2),
+        ("short.txt".to_owned(), 2, 1),
+    ];
+    // A fixed string and a bounded regex take the bounded stream.
+    assert_eq!(run("fn main", false, 0), (both.clone(), 0));
+    assert_eq!(run(r"fn main[0-9]{1,2}\b", true, 0), (both, 0));
+    // An unbounded regex, or context lines, cannot: the file is skipped, never guessed at.
+    let short_only = vec![("short.txt".to_owned(), 2, 1)];
+    assert_eq!(run(r"fn\s+main[0-9]+", true, 0), (short_only.clone(), 1));
+    assert_eq!(run("fn main", false, 1), (short_only, 1));
+}

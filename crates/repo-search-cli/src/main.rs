@@ -71,11 +71,93 @@ struct Location {
     index_dir: Option<PathBuf>,
 }
 
+/// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
+#[derive(clap::Args)]
+struct GrepOptions {
+    /// Treat the query as a regular expression (ripgrep's syntax).
+    #[arg(long)]
+    regex: bool,
+    /// Include or (with a leading `!`) exclude files by glob, as `rg -g`. Repeatable.
+    #[arg(short = 'g', long = "glob", value_name = "GLOB")]
+    globs: Vec<String>,
+    /// Only files of this ripgrep type (`rust`, `py`, `c`, ...). Repeatable.
+    #[arg(short = 't', long = "type", value_name = "TYPE")]
+    types: Vec<String>,
+    /// Print only the paths of matching files.
+    #[arg(short = 'l', long, conflicts_with = "count")]
+    files_with_matches: bool,
+    /// Print each matching file with its number of matching lines.
+    #[arg(short = 'c', long)]
+    count: bool,
+    /// Lines of context after each match.
+    #[arg(short = 'A', long, value_name = "NUM")]
+    after_context: Option<u32>,
+    /// Lines of context before each match.
+    #[arg(short = 'B', long, value_name = "NUM")]
+    before_context: Option<u32>,
+    /// Lines of context before and after each match (-A and -B override it).
+    #[arg(short = 'C', long, value_name = "NUM")]
+    context: Option<u32>,
+    /// Skip this many hits of the answer's order (with --page-token, exactly one page on).
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// The `page_token` of the previous page (under --json).
+    #[arg(long)]
+    page_token: Option<String>,
+    /// Search hidden files and directories too.
+    #[arg(long)]
+    hidden: bool,
+    /// Search files that ignore rules exclude too.
+    #[arg(long)]
+    no_ignore: bool,
+}
+
+impl GrepOptions {
+    /// Adds the options that are set to the tool's arguments; options left at their defaults
+    /// are not sent, so a mode that does not offer them is not refused for them.
+    fn add_to(&self, args: &mut Value) {
+        if self.regex {
+            args["regex"] = json!(true);
+        }
+        if !self.globs.is_empty() {
+            args["glob"] = json!(self.globs);
+        }
+        if !self.types.is_empty() {
+            args["type"] = json!(self.types);
+        }
+        if self.files_with_matches {
+            args["output"] = json!("files");
+        } else if self.count {
+            args["output"] = json!("count");
+        }
+        let before = self.before_context.or(self.context).unwrap_or(0);
+        let after = self.after_context.or(self.context).unwrap_or(0);
+        if before > 0 {
+            args["context_before"] = json!(before);
+        }
+        if after > 0 {
+            args["context_after"] = json!(after);
+        }
+        if self.offset > 0 {
+            args["offset"] = json!(self.offset);
+        }
+        if let Some(token) = &self.page_token {
+            args["page_token"] = json!(token);
+        }
+        if self.hidden {
+            args["include_hidden"] = json!(true);
+        }
+        if self.no_ignore {
+            args["include_ignored"] = json!(true);
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Search for a fixed string.
+    /// Search for a fixed string or, with --regex, a regular expression.
     Search {
-        /// The text to find (a fixed string, one line).
+        /// The text to find: a fixed string on one line, or a regex with --regex.
         query: String,
         #[command(flatten)]
         location: Location,
@@ -87,12 +169,15 @@ enum Command {
         /// Search only this repo-relative directory or file.
         #[arg(long)]
         path: Option<String>,
-        /// The most hits to return.
+        /// The most hits to print. Without it every hit is printed, a page at a time; under
+        /// --json it is the size of the one page returned.
         #[arg(long)]
         max_results: Option<u64>,
         /// Match regardless of case.
         #[arg(short = 'i', long)]
         case_insensitive: bool,
+        #[command(flatten)]
+        grep: GrepOptions,
         /// Print the tool's result object as JSON (and an error as `{"code", "message"}`).
         #[arg(long)]
         json: bool,
@@ -158,6 +243,8 @@ pub(crate) async fn answer(host: &host::Host, arguments: &Value) -> Result<Value
         .tool
         .parse_arguments(arguments)
         .map_err(|e| Failure::Tool(e.to_wire()))?;
+    // A regex, glob or type that cannot compile is refused before it costs a refresh.
+    search_profile::check_patterns(&request).map_err(|e| Failure::Tool(e.to_wire()))?;
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
         host.refresh().await?;
@@ -281,6 +368,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             path,
             max_results,
             case_insensitive,
+            grep,
             json,
             no_server,
         } => {
@@ -293,27 +381,50 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             if let Some(p) = path {
                 args["path"] = json!(p);
             }
-            if let Some(n) = max_results {
-                args["max_results"] = json!(n);
-            }
-            // A running server answers through the same freshness gate; without one, or when it
-            // does not answer, this process refreshes by itself. A served error is an answer.
-            if indexed
-                && !no_server
-                && let Some(served) =
-                    serve::ask(&location.root, location.index_dir.as_deref(), &args).await
-            {
-                return Ok(print_result(&served?, json, &query));
-            }
-            // Only an index query opens the index directory: literal mode never touches it.
-            let modes = if indexed {
-                host::HostModes::Indexed
-            } else {
-                host::HostModes::LiteralOnly
+            grep.add_to(&mut args);
+            let style = Style {
+                highlight: (!grep.regex && !case_insensitive).then_some(query.as_str()),
+                color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+                files_only: grep.files_with_matches,
             };
-            let host = open_host(&location, modes)?;
-            let result = answer(&host, &args).await?;
-            Ok(print_result(&result, json, &query))
+            let mut searcher = Searcher {
+                location: &location,
+                indexed,
+                no_server,
+                host: None,
+            };
+            if json {
+                // One page: the tool's answer, for a script to page on with --offset and
+                // --page-token.
+                if let Some(n) = max_results {
+                    args["max_results"] = json!(n);
+                }
+                let result = searcher.page(&args).await?;
+                println!("{result}");
+                return Ok(exit_code(!hits(&result).is_empty()));
+            }
+            // A person gets every hit: pages at successive `next_offset`s, each proven to follow
+            // the one before, printed as they come.
+            let mut printer = Printer::new(style);
+            let mut left = max_results.unwrap_or(u64::MAX);
+            loop {
+                args["max_results"] = json!(left.min(PAGE_SIZE));
+                let result = searcher.page(&args).await?;
+                let page = hits(&result);
+                printer.print(&page);
+                left = left.saturating_sub(page.len() as u64);
+                match (result.get("next_offset"), left) {
+                    (Some(next), 1..) => {
+                        args["offset"] = next.clone();
+                        args["page_token"] = result["page_token"].clone();
+                    }
+                    _ => {
+                        printer.finish(&result, max_results.is_some_and(|n| n <= printer.printed));
+                        break;
+                    }
+                }
+            }
+            Ok(exit_code(printer.printed > 0))
         }
     }
 }
@@ -346,40 +457,179 @@ fn schema_for(modes: &[SearchMode]) -> Result<Value, Failure> {
     Ok(tool.schema())
 }
 
-fn print_result(result: &Value, as_json: bool, query: &str) -> ExitCode {
-    let hits = result["hits"].as_array().cloned().unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    if as_json {
-        let _ = writeln!(out, "{result}");
-    } else {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        for h in &hits {
-            let path = h["path"].as_str().unwrap_or("");
-            let snippet = h["snippet"].as_str().unwrap_or("");
-            let (line, col) = (
-                h["line"].as_u64().unwrap_or(0),
-                h["column"].as_u64().unwrap_or(0),
-            );
-            if color {
-                let shown = snippet.replacen(query, &format!("\x1b[1;31m{query}\x1b[0m"), 1);
-                let _ = writeln!(
-                    out,
-                    "\x1b[35m{path}\x1b[0m:\x1b[32m{line}\x1b[0m:{col}:{shown}"
-                );
-            } else {
-                let _ = writeln!(out, "{path}:{line}:{col}:{snippet}");
-            }
+/// Hits per page when the CLI prints every hit: the default result cap of the tool.
+const PAGE_SIZE: u64 = index_contract::limits::DEFAULT_MAX_RESULTS as u64;
+
+/// Answers one page of a `search`: through a running `serve` for an index query when there is
+/// one, otherwise on a host opened here (once, for every page).
+struct Searcher<'a> {
+    location: &'a Location,
+    indexed: bool,
+    no_server: bool,
+    host: Option<host::Host>,
+}
+
+impl Searcher<'_> {
+    async fn page(&mut self, args: &Value) -> Result<Value, Failure> {
+        // A running server answers through the same freshness gate; without one, or when it
+        // does not answer, this process refreshes by itself. A served error is an answer.
+        if self.indexed
+            && !self.no_server
+            && self.host.is_none()
+            && let Some(served) = serve::ask(
+                &self.location.root,
+                self.location.index_dir.as_deref(),
+                args,
+            )
+            .await
+        {
+            return served;
         }
-        if result["complete"] == false {
-            let why = result["stopped"].as_str().unwrap_or("unknown");
-            eprintln!(
-                "repo-search: incomplete answer (stopped: {why}); narrow the query or --path"
-            );
+        if self.host.is_none() {
+            // Only an index query opens the index directory: literal mode never touches it.
+            let modes = if self.indexed {
+                host::HostModes::Indexed
+            } else {
+                host::HostModes::LiteralOnly
+            };
+            self.host = Some(open_host(self.location, modes)?);
+        }
+        let host = self.host.as_ref().ok_or(Failure::IndexUnopenable)?;
+        answer(host, args).await
+    }
+}
+
+fn hits(result: &Value) -> Vec<Value> {
+    result["hits"].as_array().cloned().unwrap_or_default()
+}
+
+fn exit_code(found: bool) -> ExitCode {
+    if found {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// How hits are shown to a person.
+struct Style<'a> {
+    /// The fixed string to highlight, when the match is that string exactly.
+    highlight: Option<&'a str>,
+    color: bool,
+    /// `-l`: print each hit's path alone.
+    files_only: bool,
+}
+
+/// Prints hits as ripgrep does: `path:line:column:text`, context lines as `path-line-text`
+/// with `--` between separate groups, `path` alone for `-l` and `path:count` for `-c`.
+struct Printer<'a> {
+    style: Style<'a>,
+    out: std::io::StdoutLock<'static>,
+    /// The file and line last printed, so that overlapping context is printed once.
+    last: Option<(String, u64)>,
+    printed: u64,
+}
+
+impl<'a> Printer<'a> {
+    fn new(style: Style<'a>) -> Printer<'a> {
+        Printer {
+            style,
+            out: std::io::stdout().lock(),
+            last: None,
+            printed: 0,
         }
     }
-    if hits.is_empty() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.style.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn print(&mut self, hits: &[Value]) {
+        for (i, h) in hits.iter().enumerate() {
+            self.printed += 1;
+            let path = h["path"].as_str().unwrap_or("");
+            let shown_path = self.paint("35", path);
+            if let Some(count) = h["count"].as_u64() {
+                let _ = writeln!(self.out, "{shown_path}:{count}");
+                continue;
+            }
+            if self.style.files_only {
+                let _ = writeln!(self.out, "{shown_path}");
+                continue;
+            }
+            let line = h["line"].as_u64().unwrap_or(0);
+            let before = h["before"].as_array().cloned().unwrap_or_default();
+            let first = line.saturating_sub(before.len() as u64);
+            // A gap since the last line printed in this file (or another file) starts a group.
+            let contiguous = self
+                .last
+                .as_ref()
+                .is_some_and(|(p, l)| p == path && *l + 1 >= first);
+            let with_context = h.get("before").is_some() || h.get("after").is_some();
+            if with_context && self.last.is_some() && !contiguous {
+                let _ = writeln!(self.out, "--");
+            }
+            let from = match &self.last {
+                Some((p, l)) if p == path => *l + 1,
+                _ => 0,
+            };
+            for (i, text) in before.iter().enumerate() {
+                let n = first + i as u64;
+                if n >= from {
+                    self.context_line(&shown_path, n, text.as_str().unwrap_or(""));
+                }
+            }
+            if line >= from {
+                let snippet = h["snippet"].as_str().unwrap_or("");
+                let col = h["column"].as_u64().unwrap_or(0);
+                let text = match self.style.highlight {
+                    Some(q) if self.style.color => {
+                        snippet.replacen(q, &format!("\x1b[1;31m{q}\x1b[0m"), 1)
+                    }
+                    _ => snippet.to_owned(),
+                };
+                let n = self.paint("32", &line.to_string());
+                let _ = writeln!(self.out, "{shown_path}:{n}:{col}:{text}");
+            }
+            // The next hit's own line is printed as a match, not as this hit's context.
+            let stop = hits
+                .get(i + 1)
+                .filter(|next| next["path"] == h["path"])
+                .and_then(|next| next["line"].as_u64())
+                .unwrap_or(u64::MAX);
+            let mut last = line.max(from.saturating_sub(1));
+            for (k, text) in h["after"].as_array().into_iter().flatten().enumerate() {
+                let n = line + 1 + k as u64;
+                if n >= stop {
+                    break;
+                }
+                if n > last {
+                    self.context_line(&shown_path, n, text.as_str().unwrap_or(""));
+                    last = n;
+                }
+            }
+            self.last = Some((path.to_owned(), last));
+        }
+    }
+
+    fn context_line(&mut self, path: &str, n: u64, text: &str) {
+        let n = self.paint("32", &n.to_string());
+        let _ = writeln!(self.out, "{path}-{n}-{text}");
+    }
+
+    /// Says on stderr why the answer is not every hit there is, unless the person asked for
+    /// fewer.
+    fn finish(&mut self, result: &Value, cut_as_asked: bool) {
+        let _ = self.out.flush();
+        if result["complete"] == false && !cut_as_asked {
+            let why = result["stopped"].as_str().unwrap_or("unknown");
+            eprintln!(
+                "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -23,11 +23,24 @@ impl Server {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
+        let output = match self.host.tool.output_schema() {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        // Hints for the client: the tool only reads the worktree, and sees nothing beyond it.
+        let annotations = ToolAnnotations::with_title(repo_search_tool::TOOL_TITLE)
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false);
         Tool::new(
             repo_search_tool::TOOL_NAME,
             self.host.tool.description(),
             Arc::new(schema),
         )
+        .with_title(repo_search_tool::TOOL_TITLE)
+        .with_raw_output_schema(Arc::new(output))
+        .with_annotations(annotations)
     }
 
     /// Runs a call. Index queries refresh the index first, as the CLI does; a refresh that fails
@@ -48,8 +61,9 @@ impl ServerHandler for Server {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(
-                "repo_search finds fixed strings in this repository. Use mode indexed_literal for \
-                 fast ranked file hits, literal for every matching line.",
+                "repo_search searches this repository like ripgrep: fixed strings or regexes, \
+                 narrowed by path, glob and file type. Use mode indexed_literal for fast ranked \
+                 file hits, literal for every matching line; page with offset and page_token.",
             )
     }
 

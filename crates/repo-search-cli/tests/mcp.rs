@@ -61,6 +61,78 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
     );
     assert_eq!(v["tools"][0]["additionalProperties"], false);
 
+    let tool = &v["tools"][0];
+    assert_eq!(tool["title"], repo_search_tool::TOOL_TITLE);
+    assert_eq!(tool["outputSchema"], true);
+    assert_eq!(tool["annotations"]["readOnlyHint"], true);
+    assert_eq!(tool["annotations"]["openWorldHint"], false);
+    for option in [
+        "regex",
+        "glob",
+        "type",
+        "context_after",
+        "offset",
+        "page_token",
+    ] {
+        assert!(
+            tool["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|o| o == option),
+            "{option} is not offered: {tool}"
+        );
+    }
+
+    // A regex, a glob and context, in literal mode: the definition line, and the line after it.
+    let grep = &v["grep"];
+    assert_eq!(grep["isError"], false, "{grep}");
+    let hits = grep["structured"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{grep}");
+    assert_eq!(hits[0]["path"], "src/lib.rs");
+    assert_eq!(
+        hits[0]["after"],
+        serde_json::json!(["// needle_for_mcp again"])
+    );
+
+    // Pages of one hit concatenate to the whole answer: three hits, each page proven.
+    let pages = v["pages"].as_array().unwrap();
+    assert_eq!(pages.len(), 3, "{pages:?}");
+    let paged: Vec<(String, u64)> = pages
+        .iter()
+        .map(|p| {
+            let h = &p["hits"][0];
+            (
+                h["path"].as_str().unwrap().to_owned(),
+                h["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let whole: Vec<(String, u64)> = v["literal"]["structured"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["path"].as_str().unwrap().to_owned(),
+                h["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(paged, whole);
+
+    // A bad regex is a tool error that says what to change.
+    let bad = &v["bad_regex"];
+    assert_eq!(bad["isError"], true);
+    assert_eq!(bad["structured"]["code"], ErrorCode::Unsupported.as_str());
+    assert!(
+        bad["structured"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("escape special characters"),
+        "{bad}"
+    );
+
     let literal = &v["literal"];
     assert_eq!(literal["isError"], false);
     assert_eq!(literal["structured"]["mode"], "literal");

@@ -22,7 +22,12 @@ async def main() -> None:
                 "server": init.server_info.name,
                 "tools": [
                     {"name": t.name, "modes": t.input_schema["properties"]["mode"]["enum"],
-                     "additionalProperties": t.input_schema.get("additionalProperties")}
+                     "additionalProperties": t.input_schema.get("additionalProperties"),
+                     "options": sorted(t.input_schema["properties"].keys()),
+                     "title": t.title,
+                     "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
+                     if t.annotations else None,
+                     "outputSchema": t.output_schema is not None}
                     for t in listed.tools
                 ],
             }
@@ -37,6 +42,24 @@ async def main() -> None:
             out["error"] = {"isError": bad.is_error, "structured": bad.structured_content}
             semantic = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": "semantic"})
             out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content}
+            # The grep options. The SDK validates every non-error structured result against the
+            # tool's outputSchema, so these calls also prove the answers conform to it.
+            grep = await session.call_tool("repo_search", {
+                "query": "needle_for_[a-z]+\\(", "regex": True, "mode": "literal",
+                "glob": ["*.rs"], "context_after": 1})
+            out["grep"] = {"isError": grep.is_error, "structured": grep.structured_content}
+            pages = []
+            args = {"query": "needle_for_mcp", "mode": "literal", "max_results": 1}
+            while True:
+                page = await session.call_tool("repo_search", args)
+                pages.append(page.structured_content)
+                if page.is_error or "next_offset" not in page.structured_content:
+                    break
+                args = dict(args, offset=page.structured_content["next_offset"],
+                            page_token=page.structured_content["page_token"])
+            out["pages"] = pages
+            bad_regex = await session.call_tool("repo_search", {"query": "fn (", "regex": True})
+            out["bad_regex"] = {"isError": bad_regex.is_error, "structured": bad_regex.structured_content}
             print(json.dumps(out))
 
 

@@ -278,6 +278,10 @@ impl RepositoryOperations for IndexedRepositoryOperations {
         self.config.limits
     }
 
+    fn index_capabilities(&self) -> BackendCapabilities {
+        self.capabilities
+    }
+
     /// `literal` goes to the fallback unchanged (its output is byte-identical to the bare
     /// fallback's); `indexed_literal` and `semantic` go through the gates to the backend.
     fn search(&self, request: SearchRequest) -> BoxFuture<'_, Result<SearchResult, IndexError>> {

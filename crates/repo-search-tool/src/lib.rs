@@ -47,4 +47,4 @@ mod facade;
 mod tool;
 
 pub use facade::{IndexFacade, IndexedOperationsConfig, IndexedRepositoryOperations};
-pub use tool::{MAX_PATH_CHARS, MAX_QUERY_CHARS, RepoSearchTool, TOOL_NAME};
+pub use tool::{MAX_PATH_CHARS, MAX_QUERY_CHARS, RepoSearchTool, TOOL_NAME, TOOL_TITLE};

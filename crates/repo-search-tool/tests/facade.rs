@@ -591,3 +591,149 @@ fn literal_through_the_facade_is_byte_identical_to_the_bare_fallback() {
     }
     assert_eq!(compared, 48);
 }
+
+#[test]
+fn index_pages_concatenate_to_the_uncapped_answer_and_a_change_between_pages_is_stale() {
+    let files: Vec<(String, String)> = (0..7)
+        .map(|i| (format!("src/f{i}.rs"), "fn run() {}\n".to_owned()))
+        .collect();
+    let s = setup_with(FixtureBackend::ready(files.clone()), short_deadline());
+    let whole = check(
+        &s,
+        indexed("run"),
+        Expect::Hits(
+            &[
+                "src/f0.rs",
+                "src/f1.rs",
+                "src/f2.rs",
+                "src/f3.rs",
+                "src/f4.rs",
+                "src/f5.rs",
+                "src/f6.rs",
+            ],
+            Some("rev-0"),
+        ),
+    );
+    assert_eq!(whole.get("next_offset"), None);
+    let mut pages = Vec::new();
+    let mut args = json!({"query": "run", "mode": "indexed_literal", "max_results": 3});
+    loop {
+        let v = rt().block_on(s.tool.call(&args)).unwrap();
+        pages.extend(v["hits"].as_array().unwrap().iter().cloned());
+        let Some(next) = v.get("next_offset") else {
+            assert_eq!(v["complete"], true, "{v}");
+            break;
+        };
+        assert_eq!(v["complete"], false);
+        assert_eq!(v["stopped"], "max_results");
+        args["offset"] = next.clone();
+        args["page_token"] = v["page_token"].clone();
+    }
+    assert_eq!(Value::Array(pages), whole["hits"]);
+
+    // The first page, then an update before the second: the index attests a new revision, so
+    // the second page fails instead of shifting.
+    let first = rt()
+        .block_on(
+            s.tool
+                .call(&json!({"query": "run", "mode": "indexed_literal", "max_results": 3})),
+        )
+        .unwrap();
+    rt().block_on(s.ops.index().update(UpdateRequest {
+        repository_id: "r".into(),
+        worktree_id: "w".into(),
+        source_revision: "rev-1".into(),
+        changes: vec![Change::Edit {
+            path: "src/f0.rs".into(),
+        }],
+    }))
+    .unwrap();
+    check(
+        &s,
+        json!({"query": "run", "mode": "indexed_literal", "max_results": 3,
+               "offset": first["next_offset"], "page_token": first["page_token"]}),
+        Expect::Code(ErrorCode::Stale),
+    );
+}
+
+#[test]
+fn an_option_the_backend_does_not_declare_is_unsupported_before_the_backend_is_called() {
+    let s = setup(Behaviour::Honest);
+    for args in [
+        json!({"query": "run", "mode": "indexed_literal", "regex": true}),
+        json!({"query": "run", "mode": "indexed_literal", "glob": ["*.rs"]}),
+        json!({"query": "run", "mode": "indexed_literal", "output": "count"}),
+        json!({"query": "run", "mode": "indexed_literal", "context_after": 2}),
+        json!({"query": "run", "mode": "indexed_literal", "include_hidden": true}),
+    ] {
+        let before = s.backend.calls();
+        check(&s, args.clone(), Expect::Code(ErrorCode::Unsupported));
+        assert_eq!(s.backend.calls(), before, "{args} reached the backend");
+    }
+}
+
+#[test]
+fn counts_and_context_lines_that_do_not_fit_the_request_are_untrusted() {
+    let all = index_contract::BackendCapabilities {
+        count: true,
+        context: true,
+        paging: true,
+        ..Default::default()
+    };
+    let with = |edit: fn(&mut BackendHit)| {
+        let mut h = bad_hit("src/a.rs", 0.5);
+        h.line = 3;
+        edit(&mut h);
+        FixtureBackend::ready(FILES)
+            .with_behaviour(Behaviour::Hits(vec![h]))
+            .with_capabilities(all)
+    };
+    let count = json!({"query": "x", "mode": "indexed_literal", "output": "count"});
+    let context = json!({"query": "x", "mode": "indexed_literal", "context_before": 1});
+    for (backend, args, expected) in [
+        (with(|h| h.count = Some(2)), count.clone(), None),
+        (with(|_| {}), count.clone(), Some(ErrorCode::Untrusted)),
+        (
+            with(|h| h.count = Some(0)),
+            count.clone(),
+            Some(ErrorCode::Untrusted),
+        ),
+        (
+            with(|h| h.count = Some(2)),
+            indexed("x"),
+            Some(ErrorCode::Untrusted),
+        ),
+        (with(|h| h.before = vec!["a".into()]), context.clone(), None),
+        (
+            with(|h| h.before = vec!["a".into(), "b".into()]),
+            context.clone(),
+            Some(ErrorCode::Untrusted),
+        ),
+        (
+            with(|h| h.before = vec!["a\nb".into()]),
+            context.clone(),
+            Some(ErrorCode::Untrusted),
+        ),
+        (
+            with(|h| h.after = vec!["a".into()]),
+            context.clone(),
+            Some(ErrorCode::Untrusted),
+        ),
+    ] {
+        let s = setup_with(backend, short_deadline());
+        match expected {
+            None => {
+                let v = check(&s, args.clone(), Expect::Hits(&["src/a.rs"], Some("rev-0")));
+                if args["output"] == "count" {
+                    assert_eq!(v["hits"][0]["count"], 2);
+                } else {
+                    assert_eq!(v["hits"][0]["before"], json!(["a"]));
+                    assert_eq!(v["hits"][0]["after"], json!([]));
+                }
+            }
+            Some(code) => {
+                check(&s, args, Expect::Code(code));
+            }
+        }
+    }
+}

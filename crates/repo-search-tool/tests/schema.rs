@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use index_contract::SearchMode;
+use index_contract::{BackendCapabilities, SearchMode};
 use literal_search::LiteralSearch;
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
 use serde_json::{Value, json};
@@ -184,6 +184,87 @@ fn pools() -> Vec<(&'static str, Vec<Value>)> {
             "case_insensitive",
             vec![json!(true), json!(false), s("true"), json!(1), json!(null)],
         ),
+        (
+            "regex",
+            vec![json!(true), json!(false), s("true"), json!(1), json!(null)],
+        ),
+        (
+            "glob",
+            vec![
+                json!([]),
+                json!(["*.rs"]),
+                json!(["src/**", "!*.md"]),
+                json!(["!*.md", "!t/**"]),
+                json!([""]),
+                json!(["a\u{0}"]),
+                json!(["x".repeat(1024)]),
+                json!(["x".repeat(1025)]),
+                json!([1]),
+                json!(vec!["*"; 32]),
+                json!(vec!["*"; 33]),
+                s("*.rs"),
+                json!(null),
+            ],
+        ),
+        (
+            "type",
+            vec![
+                json!([]),
+                json!(["rust"]),
+                json!(["nosuchtype"]),
+                json!([""]),
+                s("rust"),
+            ],
+        ),
+        (
+            "output",
+            vec![
+                s("content"),
+                s("files"),
+                s("count"),
+                s("COUNT"),
+                json!(1),
+                json!(null),
+            ],
+        ),
+        (
+            "context_before",
+            vec![
+                json!(0),
+                json!(1),
+                json!(20),
+                json!(21),
+                json!(-1),
+                json!(2.0),
+                s("1"),
+            ],
+        ),
+        (
+            "context_after",
+            vec![json!(0), json!(3), json!(21), json!(true)],
+        ),
+        (
+            "offset",
+            vec![
+                json!(0),
+                json!(1),
+                json!(100_000),
+                json!(100_001),
+                json!(-1),
+                json!(0.5),
+            ],
+        ),
+        (
+            "page_token",
+            vec![
+                s(&format!("p1-{}", "0a".repeat(16))),
+                s(&format!("p1-{}", "G".repeat(32))),
+                s(""),
+                json!(5),
+            ],
+        ),
+        ("include_hidden", vec![json!(true), json!(false), s("yes")]),
+        ("include_ignored", vec![json!(true), json!(false)]),
         ("deadline_ms", vec![json!(10)]),
         ("Query", vec![s("main")]),
     ]
@@ -191,7 +272,32 @@ fn pools() -> Vec<(&'static str, Vec<Value>)> {
 
 #[test]
 fn tool_accepts_exactly_what_the_schema_validator_accepts() {
-    let tool = tool(&[SearchMode::Literal, SearchMode::IndexedLiteral]);
+    // Literal honours every option; the fixture backend declares paging and semantic only, so
+    // the index modes hold the other options to their neutral values, and `semantic` refuses the
+    // matching options whatever is declared. The default mode changes with the list.
+    for modes in [
+        &[SearchMode::Literal, SearchMode::IndexedLiteral][..],
+        &[SearchMode::IndexedLiteral, SearchMode::Literal],
+        &[
+            SearchMode::Literal,
+            SearchMode::IndexedLiteral,
+            SearchMode::Semantic,
+        ],
+        &[SearchMode::Semantic],
+    ] {
+        tool_agrees_with_the_validator(modes, tool(modes));
+    }
+    // A backend that takes excluding globs and regexes only.
+    let modes = [SearchMode::IndexedLiteral, SearchMode::Literal];
+    let partial = BackendCapabilities {
+        regex: true,
+        exclude_globs: true,
+        ..BackendCapabilities::default()
+    };
+    tool_agrees_with_the_validator(&modes, tool_declaring(&modes, partial));
+}
+
+fn tool_agrees_with_the_validator(modes: &[SearchMode], tool: RepoSearchTool) {
     let validator = jsonschema::draft202012::new(&tool.schema()).unwrap();
     let pools = pools();
     let mut rng: u64 = 0x5eed;
@@ -215,15 +321,19 @@ fn tool_accepts_exactly_what_the_schema_validator_accepts() {
         }
     }
     // ...and random combinations.
-    for _ in 0..25_000 {
+    for _ in 0..20_000 {
         let mut m = serde_json::Map::new();
         for (key, values) in &pools {
             let p = if *key == "query" {
                 9
+            } else if *key == "mode" {
+                6
             } else if key.starts_with(char::is_uppercase) || *key == "deadline_ms" {
                 1
+            } else if matches!(*key, "path" | "max_results" | "case_insensitive") {
+                4
             } else {
-                5
+                1
             };
             if next(10) < p {
                 m.insert((*key).into(), values[next(values.len())].clone());
@@ -243,9 +353,11 @@ fn tool_accepts_exactly_what_the_schema_validator_accepts() {
             accepted += 1;
         }
     }
+    // A single exposed mode leaves one valid `mode` value in eight, so fewer objects pass there.
+    let floor = if modes.len() == 1 { 250 } else { 500 };
     assert!(
-        accepted > 500,
-        "only {accepted} accepted: the generator is too hostile to test acceptance"
+        accepted > floor,
+        "{modes:?}: only {accepted} accepted: the generator is too hostile to test acceptance"
     );
     assert!(objects.len() - accepted > 500);
 }
@@ -276,4 +388,171 @@ fn argument_errors_name_the_argument() {
         .parse_arguments(&json!({"query": "a", "path": "../etc"}))
         .unwrap_err();
     assert!(err.to_string().starts_with("path scope refused"), "{err}");
+}
+
+fn tool_declaring(modes: &[SearchMode], capabilities: BackendCapabilities) -> RepoSearchTool {
+    let dir = std::env::temp_dir();
+    let backend = Arc::new(
+        index_testkit::FixtureBackend::ready([("a", "b")]).with_capabilities(capabilities),
+    );
+    let ops = IndexedRepositoryOperations::new(
+        &dir,
+        backend,
+        Arc::new(LiteralSearch::new(&dir).unwrap()),
+        IndexedOperationsConfig {
+            allowed_modes: modes.to_vec(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    RepoSearchTool::new(Arc::new(ops), modes).unwrap()
+}
+
+#[test]
+fn each_options_presence_follows_the_capabilities() {
+    const OPTIONS: [&str; 9] = [
+        "regex",
+        "glob",
+        "type",
+        "include_hidden",
+        "include_ignored",
+        "context_before",
+        "context_after",
+        "offset",
+        "page_token",
+    ];
+    let all = BackendCapabilities {
+        semantic: true,
+        regex: true,
+        file_filters: true,
+        exclude_globs: true,
+        count: true,
+        context: true,
+        paging: true,
+        hidden_files: true,
+        ignored_files: true,
+    };
+    let check =
+        |modes: &[SearchMode], caps: BackendCapabilities, present: &[&str], outputs: Value| {
+            let schema = tool_declaring(modes, caps).schema();
+            let props = schema["properties"].as_object().unwrap();
+            for option in OPTIONS {
+                assert_eq!(
+                    props.contains_key(option),
+                    present.contains(&option),
+                    "{modes:?} {caps:?}: {option}"
+                );
+            }
+            assert_eq!(
+                schema["properties"]["output"]["enum"], outputs,
+                "{modes:?} {caps:?}"
+            );
+        };
+    let index = &[SearchMode::IndexedLiteral][..];
+    check(
+        index,
+        BackendCapabilities::default(),
+        &[],
+        json!(["content", "files"]),
+    );
+    check(index, all, &OPTIONS, json!(["content", "files", "count"]));
+    check(
+        index,
+        BackendCapabilities {
+            regex: true,
+            paging: true,
+            ..BackendCapabilities::default()
+        },
+        &["regex", "offset", "page_token"],
+        json!(["content", "files"]),
+    );
+    check(
+        index,
+        BackendCapabilities {
+            exclude_globs: true,
+            ..BackendCapabilities::default()
+        },
+        &["glob"],
+        json!(["content", "files"]),
+    );
+    // Literal honours everything, so a tool that exposes it offers everything.
+    check(
+        &[SearchMode::Literal, SearchMode::IndexedLiteral],
+        BackendCapabilities::default(),
+        &OPTIONS,
+        json!(["content", "files", "count"]),
+    );
+    // Semantic never takes the matching options, whatever is declared.
+    check(
+        &[SearchMode::Semantic],
+        all,
+        &[
+            "glob",
+            "type",
+            "include_hidden",
+            "include_ignored",
+            "offset",
+            "page_token",
+        ],
+        json!(["content", "files"]),
+    );
+}
+
+#[test]
+fn a_mode_that_cannot_honour_an_offered_option_is_held_to_its_neutral_value() {
+    let tool = tool_declaring(
+        &[SearchMode::Literal, SearchMode::IndexedLiteral],
+        BackendCapabilities::default(),
+    );
+    let validator = jsonschema::draft202012::new(&tool.schema()).unwrap();
+    for (args, valid) in [
+        (json!({"query": "a", "regex": true}), true),
+        (
+            json!({"query": "a", "mode": "literal", "glob": ["*.rs"]}),
+            true,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "regex": true}),
+            false,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "regex": false}),
+            true,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "glob": ["*.rs"]}),
+            false,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "glob": []}),
+            true,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "output": "count"}),
+            false,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "context_after": 1}),
+            false,
+        ),
+        (
+            json!({"query": "a", "mode": "indexed_literal", "offset": 5}),
+            false,
+        ),
+        (
+            json!({"query": "a", "context_after": 1, "output": "files"}),
+            false,
+        ),
+    ] {
+        assert_eq!(validator.is_valid(&args), valid, "{args}");
+        let ours = tool.parse_arguments(&args);
+        assert_eq!(ours.is_ok(), valid, "{args}: {ours:?}");
+        if let Err(e) = ours {
+            assert_eq!(
+                e.code(),
+                index_contract::ErrorCode::Unsupported,
+                "{args}: {e}"
+            );
+        }
+    }
 }

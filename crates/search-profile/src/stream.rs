@@ -164,7 +164,9 @@ mod tests {
     use std::ops::Range;
 
     use super::CHUNK;
-    use crate::search::{FileOutcome, FileSearcher, NeverStop, matcher};
+    use crate::search::{
+        FileOutcome, FileSearcher, NeverStop, QueryMatcher, matcher, query_matcher,
+    };
 
     /// Small enough that any line over 1 KiB takes the stream.
     const TINY_HEAP: usize = 1024;
@@ -199,14 +201,12 @@ mod tests {
     fn search(
         searcher: &mut FileSearcher,
         text: &[u8],
-        query: &str,
-        case_insensitive: bool,
+        m: &QueryMatcher,
     ) -> (Vec<(Hit, usize)>, FileOutcome) {
-        let m = matcher(query, case_insensitive).unwrap();
         let starts = line_starts(text);
         let mut hits = Vec::new();
         let outcome = searcher
-            .search(&m, file_of(text), &NeverStop, |found| {
+            .search(m, file_of(text), &NeverStop, |found| {
                 let line_start = starts[found.line_number as usize - 1];
                 let at = line_start + found.column as usize - 1;
                 let window_start = at - found.start;
@@ -234,8 +234,8 @@ mod tests {
 
     /// What the stream must report: the default searcher's whole lines, cut to `WINDOW` bytes on
     /// each side of the match, without the terminator; `partial` when the cut lost any byte.
-    fn reference(text: &[u8], query: &str, case_insensitive: bool) -> Vec<Hit> {
-        let (hits, outcome) = search(&mut FileSearcher::default(), text, query, case_insensitive);
+    fn reference(text: &[u8], m: &QueryMatcher) -> Vec<Hit> {
+        let (hits, outcome) = search(&mut FileSearcher::default(), text, m);
         assert!(
             !outcome.streamed && !outcome.binary,
             "reference: {outcome:?}"
@@ -264,12 +264,8 @@ mod tests {
     /// against `expected`, and every hit against the default searcher's on the text before any
     /// NUL (which must start a line).
     fn check(text: &[u8], query: &str, expected: &[(u64, u64, bool)]) -> FileOutcome {
-        let (hits, outcome) = search(
-            &mut FileSearcher::new(TINY_HEAP, WINDOW),
-            text,
-            query,
-            false,
-        );
+        let m = matcher(query, false).unwrap();
+        let (hits, outcome) = search(&mut FileSearcher::new(TINY_HEAP, WINDOW), text, &m);
         assert!(outcome.streamed, "the stream path was not taken");
         // Lines the searcher reported before it met the long line carry their terminator, which
         // every consumer strips; stream windows never include it.
@@ -295,7 +291,7 @@ mod tests {
             }
             None => text,
         };
-        assert_eq!(hits, reference(before_nul, query, false), "windows");
+        assert_eq!(hits, reference(before_nul, &m), "windows");
         outcome
     }
 
@@ -482,23 +478,26 @@ mod tests {
         let mut compared = 0;
         for seed in 0..6 {
             let text = generated(seed);
-            for (query, case_insensitive) in [
-                ("needle", false),
-                ("needle", true),
-                ("Needle", false),
-                ("e", false),
-                ("café", true),
-                ("hay stack", false),
+            for (query, regex, case_insensitive) in [
+                ("needle", false, false),
+                ("needle", false, true),
+                ("Needle", false, false),
+                ("e", false, false),
+                ("café", false, true),
+                ("hay stack", false, false),
+                // Bounded regexes, with assertions that look past the match at a chunk edge.
+                (r"\bne{1,2}dle\b", true, false),
+                (r"[Hh]ay\s{1,3}stack|caf[eé]", true, true),
+                (r"^need", true, false),
+                (r"le$", true, false),
+                (r"\bNeedle", true, false),
             ] {
-                let (hits, outcome) = search(
-                    &mut FileSearcher::new(TINY_HEAP, WINDOW),
-                    &text,
-                    query,
-                    case_insensitive,
-                );
+                let m = query_matcher(query, regex, case_insensitive).unwrap();
+                assert!(m.max_match_bytes().is_some(), "{query} is bounded");
+                let (hits, outcome) = search(&mut FileSearcher::new(TINY_HEAP, WINDOW), &text, &m);
                 assert!(outcome.streamed && !outcome.binary);
                 let hits: Vec<Hit> = hits.into_iter().map(|(h, _)| h).collect();
-                let want = reference(&text, query, case_insensitive);
+                let want = reference(&text, &m);
                 if let Some(i) =
                     (0..hits.len().max(want.len())).find(|&i| hits.get(i) != want.get(i))
                 {

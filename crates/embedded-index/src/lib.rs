@@ -378,10 +378,12 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
-        // The index holds the default selection only: no hidden or ignored files.
+        // The index holds the default selection only, so no hidden or ignored files on request;
+        // the few a glob or type selects beyond it are found by a walk (see `query.rs`).
         BackendCapabilities {
             regex: true,
             file_filters: true,
+            exclude_globs: true,
             count: true,
             context: true,
             paging: true,

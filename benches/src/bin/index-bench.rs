@@ -125,6 +125,15 @@ fn main() {
             regex_full_scans += usize::from(r.full_scan);
         }
     }
+    // A type filter walks the worktree for the hidden files it selects (ripgrep's precedence).
+    let mut typed = Vec::new();
+    for _ in 0..5 {
+        let mut r = SearchRequest::new(RARE[0], SearchMode::IndexedLiteral);
+        r.files.types = vec!["c".into()];
+        let t = Instant::now();
+        index.search_now(&r).expect("typed search");
+        typed.push(ms(t));
+    }
     let query_peak = alloc::peak_over(base);
 
     // 1000 changed files: rewrite them in place (same content), then apply.
@@ -190,6 +199,7 @@ fn main() {
             "regex_p95_ms": pct(regex, 0.95),
             "regex_all_p95_ms": pct(regex_all, 0.95),
             "regex_full_scans": regex_full_scans,
+            "typed_rare_p50_ms": pct(typed, 0.5),
             "query_peak_heap_mib": query_peak as f64 / 1048576.0,
             "apply_1000_ms": apply_ms,
             "agreement_with_rg": agree,

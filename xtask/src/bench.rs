@@ -182,9 +182,11 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     )?;
     let field = |name: &str| json_number(&ours, name);
     let mut peers = Vec::new();
+    // The third is a selective regex (index-bench's first), given to rg as a regex too.
     for (q, re) in [
         ("SYSCALL_DEFINE3(fchmodat", "SYSCALL_DEFINE3\\(fchmodat"),
         ("EXPORT_SYMBOL_GPL(", "EXPORT_SYMBOL_GPL\\("),
+        ("", "fn\\s+new_[a-z]+\\("),
     ] {
         let mut cs = Vec::new();
         let mut r = Vec::new();
@@ -202,7 +204,11 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
             r.push(
                 time(
                     Command::new(&rg)
-                        .args(["--no-config", "-F", "-l", "--", q])
+                        .args(if q.is_empty() {
+                            ["--no-config", "--case-sensitive", "-l", "--regexp", re]
+                        } else {
+                            ["--no-config", "-F", "-l", "--regexp", q]
+                        })
                         .current_dir(&dir)
                         .stdin(Stdio::null()),
                 )?
@@ -317,6 +323,11 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         100.0 * field("index_bytes") / field("corpus_bytes")
     );
     for (q, cs, r) in &peers {
+        let q = if q.is_empty() {
+            "fn\\s+new_[a-z]+\\("
+        } else {
+            q
+        };
         println!(
             "{:<44} {:>12} {:>12.1} {:>8}",
             format!("csearch -l {q}, process ms"),
@@ -341,6 +352,21 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         "common query p95, ms, cap 1000 (peer: csearch)",
         field("common_p95_ms"),
         peers[1].1,
+    );
+    row(
+        "selective regex p50, ms, in-process (peer: csearch)",
+        field("regex_p50_ms"),
+        peers[2].1,
+    );
+    row(
+        "selective regex p95, ms, in-process (peer: csearch)",
+        field("regex_p95_ms"),
+        peers[2].1,
+    );
+    row(
+        "selective regex p95, ms, in-process (peer: rg -l)",
+        field("regex_p95_ms"),
+        peers[2].2,
     );
     row(
         "repo-search search, process, rare (peer: rg -l)",

@@ -1,6 +1,6 @@
-//! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG]` builds it, then times rare
-//! and common queries in-process, applies 1000 changed files, and checks the hits of a fixed query
-//! list against ripgrep's first match per file. Prints one JSON object; `cargo xtask bench
+//! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG]` builds it, then times rare,
+//! common and selective-regex queries in-process, applies 1000 changed files, and checks the hits
+//! of a fixed query list (regexes included) against ripgrep's first match per file. Prints one JSON object; `cargo xtask bench
 //! --corpus linux` runs it beside cindex and csearch.
 
 use std::collections::BTreeMap;
@@ -23,6 +23,13 @@ const RARE: [&str; 5] = [
     "btrfs_free_reserved_data_space",
 ];
 const COMMON: [&str; 3] = ["EXPORT_SYMBOL_GPL(", "return -EINVAL;", "static int"];
+/// Selective regexes: the trigram plan must narrow them to few candidates. The first is the one
+/// `cargo xtask bench` also times with csearch and rg (`regex_p50_ms`, `regex_p95_ms`).
+const REGEX: [&str; 3] = [
+    r"fn\s+new_[a-z]+\(",
+    r"static\s+int\s+[a-z_]+_probe\(",
+    r"(kvm|xen)_[a-z]+_msr_(read|write)",
+];
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
@@ -33,18 +40,18 @@ fn pct(mut v: Vec<f64>, p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-fn rg_first(rg: &str, root: &Path, q: &str) -> BTreeMap<String, u64> {
+fn rg_first(rg: &str, root: &Path, q: &str, regex: bool) -> BTreeMap<String, u64> {
     let out = Command::new(rg)
         .current_dir(root)
         .args([
             "--no-config",
-            "-F",
+            if regex { "--case-sensitive" } else { "-F" },
             "--line-number",
             "--no-heading",
             "--with-filename",
             "--max-count",
             "1",
-            "--",
+            "--regexp",
             q,
         ])
         .stdin(Stdio::null())
@@ -80,13 +87,15 @@ fn main() {
     let index = EmbeddedIndex::open(root, store).expect("reopen");
     let reopen_ms = ms(t);
 
-    let query = |q: &str, cap: usize| {
+    let query_as = |q: &str, cap: usize, regex: bool| {
         let mut r = SearchRequest::new(q, SearchMode::IndexedLiteral);
         r.max_results = Some(cap);
+        r.regex = regex;
         let t = Instant::now();
         let resp = index.search_now(&r).expect("search");
         (ms(t), resp)
     };
+    let query = |q: &str, cap: usize| query_as(q, cap, false);
     let base = alloc::start();
     let mut rare = Vec::new();
     for _ in 0..10 {
@@ -102,6 +111,28 @@ fn main() {
             common.push(t);
             common_hits = common_hits.max(r.hits.len());
         }
+    }
+    // The first regex alone (the one the peers run), then all of them.
+    let (mut regex, mut regex_all) = (Vec::new(), Vec::new());
+    let mut regex_full_scans = 0;
+    for _ in 0..20 {
+        for (i, q) in REGEX.iter().enumerate() {
+            let (t, r) = query_as(q, 1000, true);
+            if i == 0 {
+                regex.push(t);
+            }
+            regex_all.push(t);
+            regex_full_scans += usize::from(r.full_scan);
+        }
+    }
+    // A type filter walks the worktree for the hidden files it selects (ripgrep's precedence).
+    let mut typed = Vec::new();
+    for _ in 0..5 {
+        let mut r = SearchRequest::new(RARE[0], SearchMode::IndexedLiteral);
+        r.files.types = vec!["c".into()];
+        let t = Instant::now();
+        index.search_now(&r).expect("typed search");
+        typed.push(ms(t));
     }
     let query_peak = alloc::peak_over(base);
 
@@ -124,15 +155,19 @@ fn main() {
 
     let mut agree = serde_json::Map::new();
     if let Some(rg) = &rg {
-        for q in RARE.iter().chain(&[
+        let fixed = RARE.iter().chain(&[
             "EXPORT_SYMBOL_GPL(kvm",
             "MODULE_LICENSE(\"GPL v2\")",
             "spin_lock_irqsave(&",
-        ]) {
-            let (_, resp) = query(q, 10_000);
+        ]);
+        for (q, is_regex) in fixed
+            .map(|q| (q, false))
+            .chain(REGEX.iter().map(|q| (q, true)))
+        {
+            let (_, resp) = query_as(q, 10_000, is_regex);
             let ours: BTreeMap<String, u64> =
                 resp.hits.iter().map(|h| (h.path.clone(), h.line)).collect();
-            let theirs = rg_first(rg, root, q);
+            let theirs = rg_first(rg, root, q, is_regex);
             agree.insert(
                 (*q).to_owned(),
                 serde_json::json!({"files": theirs.len(), "identical": ours == theirs}),
@@ -160,6 +195,11 @@ fn main() {
             "common_p50_ms": pct(common.clone(), 0.5),
             "common_p95_ms": pct(common, 0.95),
             "common_hits": common_hits,
+            "regex_p50_ms": pct(regex.clone(), 0.5),
+            "regex_p95_ms": pct(regex, 0.95),
+            "regex_all_p95_ms": pct(regex_all, 0.95),
+            "regex_full_scans": regex_full_scans,
+            "typed_rare_p50_ms": pct(typed, 0.5),
             "query_peak_heap_mib": query_peak as f64 / 1048576.0,
             "apply_1000_ms": apply_ms,
             "agreement_with_rg": agree,

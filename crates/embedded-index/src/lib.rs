@@ -3,10 +3,12 @@
 //! (`capabilities.semantic = false`).
 //!
 //! - **What it indexes**: exactly the literal fallback's file selection (ripgrep's defaults).
-//! - **How it answers**: the query's trigrams select candidate files from memory-mapped posting
-//!   lists; each candidate is then searched with ripgrep's own searcher and the literal fallback's
-//!   exact configuration, so a hit is real and equal to ripgrep's first match in that file. One
-//!   hit per file, ranked (see [`EmbeddedIndex`]).
+//! - **How it answers**: the query (a fixed string or a regex) is planned into an AND/OR tree of
+//!   trigrams that selects candidate files from memory-mapped posting lists; each candidate is
+//!   then searched with ripgrep's own searcher and the literal fallback's exact configuration, so
+//!   a hit is real and equal to ripgrep's first match in that file. One hit per file, ranked in a
+//!   paging-stable order (see [`EmbeddedIndex`]); globs, types, counts and context lines as
+//!   ripgrep's.
 //! - **Storage**: immutable, checksummed segment files plus a manifest in a directory the host
 //!   names. The manifest is replaced atomically (write, fsync, rename, fsync the directory): that
 //!   is the commit point, so a process killed at any moment leaves the previous commit readable.
@@ -52,6 +54,7 @@ mod dircache;
 mod error;
 mod manifest;
 mod parallel;
+mod plan;
 mod query;
 mod rank;
 mod refresh;
@@ -112,8 +115,10 @@ enum Current {
 /// is half a path prior (ordinary source 1.0; tests × 0.6; docs × 0.8; vendored or generated code
 /// × 0.4; a little less per directory level) and half the match's shape (a whole-word match on a
 /// line that looks like a definition 1.0, whole word 0.7, a definition 0.6, otherwise 0.4). Hits
-/// come best first. Under a result cap, candidates are verified in order of their path prior, so
-/// the answer holds the best-prior files.
+/// come best first within blocks of 1000: files are taken in order of their path prior (ties in
+/// path order), and each consecutive 1000 matching files are ranked among themselves. So an answer
+/// of up to 1000 hits is ranked as a whole, a capped answer holds the best-prior files, and the
+/// first hits of a bigger answer are always a smaller answer: pages concatenate.
 pub struct EmbeddedIndex {
     root: PathBuf,
     /// The worktree, opened: every file is opened beneath it without following symlinks.
@@ -373,7 +378,17 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
-        BackendCapabilities::default()
+        // The index holds the default selection only, so no hidden or ignored files on request;
+        // the few a glob or type selects beyond it are found by a walk (see `query.rs`).
+        BackendCapabilities {
+            regex: true,
+            file_filters: true,
+            exclude_globs: true,
+            count: true,
+            context: true,
+            paging: true,
+            ..BackendCapabilities::default()
+        }
     }
 
     /// Re-reads the added and edited files from the worktree and commits them with the request's

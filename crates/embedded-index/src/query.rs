@@ -6,11 +6,13 @@ use index_contract::{
     BackendHit, BackendSearchResponse, CancelSignal, IndexState, IndexStatus, SearchRequest,
     SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::SearchControl;
+use search_profile::{ContextConfig, PathFilter, PathKey, SearchControl};
 
-use crate::segment::flags;
+use crate::plan::{self, Plan};
+use crate::segment::{Segment, flags};
+use crate::snapshot::Snapshot;
 use crate::verify::{self, Verified};
-use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
+use crate::{EmbeddedIndex, EmbeddedIndexError, parallel};
 
 /// Stops verification at the request's deadline or cancellation.
 struct Control<'a> {
@@ -24,11 +26,17 @@ impl SearchControl for Control<'_> {
     }
 }
 
-/// A candidate: its path prior, path and flags.
+/// A candidate: its quantized path prior, path and flags.
 struct Candidate<'a> {
-    prior: f64,
+    prior: u8,
     path: &'a str,
     flags: u8,
+}
+
+impl Candidate<'_> {
+    fn prior_f64(&self) -> f64 {
+        f64::from(self.prior) / 255.0
+    }
 }
 
 impl EmbeddedIndex {
@@ -49,29 +57,36 @@ impl EmbeddedIndex {
             });
         };
         let status = snap.status();
+        if request.files.include_hidden || request.files.include_ignored {
+            // The index holds the default selection only (the capabilities say so).
+            return Err(EmbeddedIndexError::UnsupportedFiles);
+        }
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
-        let matcher = search_profile::matcher(&request.query, request.case_insensitive)
-            .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        let matcher =
+            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)
+                .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        let filter = if request.files.narrows() {
+            Some(PathFilter::new(&request.files).map_err(|_| EmbeddedIndexError::BadQuery)?)
+        } else {
+            None
+        };
         let scope = request.path.as_deref();
-        // Candidates: files holding every query trigram, in every segment, minus deleted docs.
-        // A file the index could not read has no trigrams and cannot be ruled out.
-        let trigrams = trigram::query_trigrams(&request.query, request.case_insensitive);
+        let wanted = |path: &str| {
+            scope.is_none_or(|s| index_guard::is_within(path, s))
+                && filter.as_ref().is_none_or(|f| f.matches(path))
+        };
+        // Candidates: files that may hold a match by the query's trigram plan, in every segment,
+        // minus deleted docs. A file the index could not read has no trigrams and cannot be ruled
+        // out.
+        let plan = plan::plan(&request.query, request.regex, request.case_insensitive);
+        let full_scan = plan == Plan::All;
         // Each candidate is one packed key: inverted prior, segment, doc. Sorting the keys orders
-        // candidates best prior first, ties in index order (path order for a fresh build).
+        // candidates best prior first, ties in segment order, then path order per segment.
         let mut keys: Vec<u64> = Vec::new();
         for (si, seg) in snap.segments.iter().enumerate() {
-            let mut ids: Vec<u32> = match &trigrams {
+            let mut ids: Vec<u32> = match eval(&plan, seg) {
                 None => (0..seg.n_docs()).collect(),
-                Some(ts) => {
-                    let mut order: Vec<u32> = ts.clone();
-                    order.sort_by_key(|&t| seg.count(t));
-                    let mut acc = seg.postings(order[0]);
-                    for &t in &order[1..] {
-                        if acc.is_empty() {
-                            break;
-                        }
-                        acc = intersect(&acc, &seg.postings(t));
-                    }
+                Some(mut acc) => {
                     let unreadable =
                         (0..seg.n_docs()).filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0);
                     acc.extend(unreadable);
@@ -80,52 +95,101 @@ impl EmbeddedIndex {
                     acc
                 }
             };
-            ids.retain(|id| {
-                !snap.deleted[si].contains(id)
-                    && scope.is_none_or(|s| index_guard::is_within(seg.path(*id), s))
-            });
+            ids.retain(|id| !snap.deleted[si].contains(id) && wanted(seg.path(*id)));
             for id in ids {
                 let inverted = u64::from(255 - seg.prior(id));
                 keys.push((inverted << 56) | ((si as u64) << 32) | u64::from(id));
             }
         }
         keys.sort_unstable();
-        let candidates: Vec<Candidate<'_>> = keys
+        let mut candidates: Vec<Candidate<'_>> = keys
             .iter()
             .map(|&k| {
                 let (si, id) = (((k >> 32) & 0xFF_FFFF) as usize, k as u32);
                 let seg = &snap.segments[si];
                 let meta = seg.meta(id);
                 Candidate {
-                    prior: f64::from(meta.prior) / 255.0,
+                    prior: meta.prior,
                     path: seg.path(id),
                     flags: meta.flags,
                 }
             })
             .collect();
+        // An include glob makes ripgrep search files its ignore and hidden rules would skip, and a
+        // type hidden files of that type; the index does not hold those, so they are found by a
+        // walk and verified as they are.
+        let widens = request.files.globs.iter().any(|g| !g.starts_with('!'))
+            || !request.files.types.is_empty();
+        let extras = if widens {
+            self.unindexed_selection(request, &snap)?
+        } else {
+            Vec::new()
+        };
+        candidates.extend(extras.iter().map(|path| Candidate {
+            prior: crate::rank::quantized_prior(path),
+            path,
+            flags: if index_guard::check_path(path).is_err() {
+                flags::REFUSED_NAME
+            } else {
+                0
+            },
+        }));
+        if !extras.is_empty() {
+            candidates.sort_by_key(|c| std::cmp::Reverse(c.prior));
+        }
+        // The candidate order: prior descending, then path order. Each run of one prior is put in
+        // path order when verification reaches it (most queries stop long before the last), in
+        // about linear time, since the keys are already in path order per segment.
+        let mut ordered = 0;
         let control = Control {
             deadline: request.deadline.map(|d| started + d),
             signal: &request.signal,
         };
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
-        let mut hits: Vec<(usize, BackendHit)> = Vec::new();
+        let context = ContextConfig {
+            before: request.context.before as usize,
+            after: request.context.after as usize,
+            line_bytes: verify::SNIPPET_WINDOW,
+        };
+        let output = request.output;
+        // The answer is the first `cap` hits of the paging order (see [`RANK_BLOCK`]): hit
+        // number `cap` lies in block `last`, so the blocks before it are needed whole and block
+        // `last` up to its `cap - last * RANK_BLOCK` best hits.
+        let last = cap.saturating_sub(1) / RANK_BLOCK;
+        let closed = (last + 1) * RANK_BLOCK;
+        let in_last = cap - (last * RANK_BLOCK).min(cap);
+        let mut matches: Vec<BackendHit> = Vec::new();
         let mut skipped = SkippedFiles::default();
         let mut complete = true;
         let mut at = 0;
-        // Verify in rank order, a block at a time across threads, until the cap is reached.
-        while at < candidates.len() {
+        // Verify in candidate order, a chunk at a time across threads, until the blocks are known.
+        while at < candidates.len() && cap > 0 {
             if control.should_stop() {
                 complete = false;
                 break;
             }
-            let block = (cap.saturating_sub(hits.len())).clamp(16, 512) * threads;
-            let end = (at + block).min(candidates.len());
+            let want = if matches.len() < cap {
+                cap - matches.len()
+            } else {
+                closed - matches.len()
+            };
+            let chunk = want.clamp(16, 512) * threads;
+            let end = (at + chunk).min(candidates.len());
+            while ordered < end {
+                let prior = candidates[ordered].prior;
+                let run = candidates[ordered..]
+                    .iter()
+                    .position(|c| c.prior != prior)
+                    .map_or(candidates.len(), |n| ordered + n);
+                candidates[ordered..run].sort_by(|a, b| PathKey::compare(a.path, b.path));
+                ordered = run;
+            }
             let found = parallel::map(
                 &candidates[at..end],
                 threads,
-                verify::searcher,
-                |_, c, s| verify::first_match(s, &matcher, &worktree, c.path, &control),
+                || verify::searcher(context),
+                |_, c, s| verify::first_match(s, &matcher, &worktree, c.path, output, &control),
             )?;
             for (i, v) in found.into_iter().enumerate() {
                 let c = &candidates[at + i];
@@ -135,46 +199,178 @@ impl EmbeddedIndex {
                         skipped.refused_path += 1;
                         complete = false;
                     }
-                    Verified::Match(m) => hits.push((
-                        at + i,
-                        BackendHit {
-                            path: c.path.to_owned(),
-                            line: m.line,
-                            column: m.column,
-                            score: crate::rank::score(c.prior, m.shape),
-                            snippet: m.snippet,
-                            count: None,
-                            before: Vec::new(),
-                            after: Vec::new(),
-                        },
-                    )),
+                    Verified::Match(m) => matches.push(BackendHit {
+                        path: c.path.to_owned(),
+                        line: m.line,
+                        column: m.column,
+                        score: crate::rank::score(c.prior_f64(), m.shape),
+                        snippet: m.snippet,
+                        count: m.count,
+                        before: m.before,
+                        after: m.after,
+                    }),
                     Verified::NoMatch => {}
                     Verified::Unreadable => skipped.unreadable += 1,
                 }
             }
             at = end;
-            if hits.len() >= cap {
+            if matches.len() >= closed
+                || (matches.len() >= cap
+                    && at < candidates.len()
+                    && last_block_is_settled(
+                        &matches[last * RANK_BLOCK..],
+                        in_last,
+                        candidates[at].prior_f64(),
+                    ))
+            {
                 break;
             }
         }
         if control.should_stop() {
             complete = false;
         }
-        if hits.len() > cap || (hits.len() == cap && at < candidates.len()) {
+        if matches.len() > cap || (matches.len() == cap && at < candidates.len()) {
             complete = false;
         }
-        hits.truncate(cap);
-        let mut hits: Vec<BackendHit> = hits.into_iter().map(|(_, h)| h).collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        matches.truncate(closed);
+        for block in matches.chunks_mut(RANK_BLOCK) {
+            block.sort_by(rank_order);
+        }
+        matches.truncate(cap);
         Ok(BackendSearchResponse {
             status,
-            hits,
+            hits: matches,
             complete,
             // Only what verification met: binary files and the like are not counted here.
             skipped: (skipped != SkippedFiles::default()).then_some(skipped),
-            full_scan: false,
+            full_scan,
         })
     }
+
+    /// The files an unfiltered walk would skip but `request`'s file filter makes ripgrep search
+    /// (an include glob overrides ignore and hidden rules, a type the hidden rule), within its
+    /// scope: the walk with the filter, minus what the snapshot holds.
+    fn unindexed_selection(
+        &self,
+        request: &SearchRequest,
+        snap: &Snapshot,
+    ) -> Result<Vec<String>, EmbeddedIndexError> {
+        let mut selection = search_profile::Selection::new(self.root())
+            .threads(crate::threads(&self.config))
+            .filter(&request.files)
+            .map_err(|_| EmbeddedIndexError::BadQuery)?;
+        if let Some(scope) = request.path.clone() {
+            // Walk from the root and prune, so that ignore rules of parents still apply.
+            selection = selection.prune(move |rel, is_dir| {
+                index_guard::is_within(rel, &scope) || is_dir && index_guard::is_within(&scope, rel)
+            });
+        }
+        let scope = request.path.as_deref();
+        Ok(selection
+            .files()
+            .into_iter()
+            .filter(|p| {
+                scope.is_none_or(|s| index_guard::is_within(p, s)) && snap.find(p).is_none()
+            })
+            .collect())
+    }
+}
+
+/// The docs of `seg` that may satisfy `plan`, ascending; `None` for every doc.
+fn eval(plan: &Plan, seg: &Segment) -> Option<Vec<u32>> {
+    match plan {
+        Plan::All => None,
+        Plan::Trigram(t) => Some(if seg.count(*t) == 0 {
+            Vec::new()
+        } else {
+            seg.postings(*t)
+        }),
+        Plan::Or(parts) => {
+            let mut out = Vec::new();
+            for p in parts {
+                out.extend(eval(p, seg)?);
+            }
+            out.sort_unstable();
+            out.dedup();
+            Some(out)
+        }
+        Plan::And(parts) => {
+            let mut order: Vec<(usize, &Plan)> = parts.iter().map(|p| (cost(p, seg), p)).collect();
+            order.sort_by_key(|&(c, _)| c);
+            let mut acc: Option<Vec<u32>> = None;
+            for (c, p) in order {
+                if let Some(a) = &acc
+                    && (a.is_empty() || c / SKIP_RATIO > a.len())
+                {
+                    // Dropping a part only widens the candidates, which verification then
+                    // narrows: past this ratio, decoding the part costs more than verifying the
+                    // few files it could rule out.
+                    break;
+                }
+                if let Some(v) = eval(p, seg) {
+                    acc = Some(match acc {
+                        None => v,
+                        Some(a) => intersect(&a, &v),
+                    });
+                }
+            }
+            acc
+        }
+    }
+}
+
+/// Decoding a posting entry costs about this many times less than verifying a file.
+const SKIP_RATIO: usize = 4096;
+
+/// The posting entries [`eval`] would decode for `plan` in `seg`, at most.
+fn cost(plan: &Plan, seg: &Segment) -> usize {
+    match plan {
+        Plan::All => usize::MAX,
+        Plan::Trigram(t) => seg.count(*t),
+        Plan::And(parts) => parts
+            .iter()
+            .map(|p| cost(p, seg))
+            .min()
+            .unwrap_or(usize::MAX),
+        Plan::Or(parts) => parts
+            .iter()
+            .map(|p| cost(p, seg))
+            .fold(0usize, usize::saturating_add),
+    }
+}
+
+/// Matching files are ranked in consecutive blocks of this many, in candidate order (prior
+/// descending, then path order); within a block hits come by score descending, then path order.
+/// The first N hits of that order need only the first `ceil(N / RANK_BLOCK)` blocks, so the first
+/// hits of any bigger answer are exactly a smaller answer and pages concatenate. An answer of up
+/// to this many hits is ranked as a whole.
+pub(crate) const RANK_BLOCK: usize = DEFAULT_MAX_RESULTS;
+
+/// The order of hits within a block: score descending, then path order.
+fn rank_order(a: &BackendHit, b: &BackendHit) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| PathKey::compare(&a.path, &b.path))
+}
+
+/// Whether the `need` best hits of a block whose hits so far are `block` are final: a candidate
+/// not verified yet, of prior `next_prior` or lower, can score at most as a whole-word definition
+/// at that prior, and the `need`-th best score beats that (strictly, since a tie would be broken
+/// by a path that may sort first).
+fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: f64) -> bool {
+    if need == 0 || block.len() < need {
+        return need == 0;
+    }
+    let mut scores: Vec<f64> = block.iter().map(|h| h.score).collect();
+    scores.select_nth_unstable_by(need - 1, |a, b| b.total_cmp(a));
+    let best_possible = crate::rank::score(
+        next_prior,
+        crate::rank::MatchShape {
+            whole_word: true,
+            definition: true,
+        },
+    );
+    scores[need - 1] > best_possible
 }
 
 /// The ascending intersection of two ascending lists.

@@ -12,7 +12,7 @@ pub(crate) fn fold(b: u8) -> u8 {
 }
 
 #[inline]
-fn pack(a: u8, b: u8, c: u8) -> u32 {
+pub(crate) fn pack(a: u8, b: u8, c: u8) -> u32 {
     (u32::from(fold(a)) << 16) | (u32::from(fold(b)) << 8) | u32::from(fold(c))
 }
 
@@ -95,32 +95,9 @@ impl Extractor {
     }
 }
 
-/// The trigrams every file matching `query` must contain, or `None` when the query gives no
-/// usable trigram (then every file is a candidate).
-///
-/// Case-insensitive queries use only trigrams of ASCII bytes other than `k` and `s`: under
-/// Unicode simple case folding those two also match non-ASCII characters (U+212A KELVIN SIGN,
-/// U+017F LONG S), and any non-ASCII byte may fold to a different encoding, so only the remaining
-/// ASCII trigrams are necessary conditions.
-pub(crate) fn query_trigrams(query: &str, case_insensitive: bool) -> Option<Vec<u32>> {
-    let b = query.as_bytes();
-    let mut out: Vec<u32> = b
-        .windows(3)
-        .filter(|w| {
-            !case_insensitive
-                || w.iter()
-                    .all(|&c| c.is_ascii() && !matches!(c, b'k' | b'K' | b's' | b'S'))
-        })
-        .map(|w| pack(w[0], w[1], w[2]))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    (!out.is_empty()).then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Extractor, pack, query_trigrams};
+    use super::{Extractor, pack};
 
     /// The trigrams of `bytes` computed the obvious way, for comparison.
     fn naive(bytes: &[u8]) -> Vec<u32> {
@@ -158,15 +135,5 @@ mod tests {
             bytes.extend_from_slice(&u.to_le_bytes());
         }
         assert_eq!(ex.extract(&bytes), naive("héllo".as_bytes()));
-    }
-
-    #[test]
-    fn case_insensitive_queries_drop_k_s_and_non_ascii_trigrams() {
-        assert_eq!(query_trigrams("ab", false), None);
-        assert_eq!(query_trigrams("Kab", true), None);
-        assert_eq!(
-            query_trigrams("abc", true),
-            Some(vec![pack(b'a', b'b', b'c')])
-        );
     }
 }

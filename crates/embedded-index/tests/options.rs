@@ -1,0 +1,229 @@
+//! The grep options in the index: regexes, file globs and types, `files` and `count` output and
+//! context lines agree with the real `rg` (its first match per file) on generated trees.
+
+use std::collections::BTreeMap;
+
+use embedded_index::{EmbeddedIndex, EmbeddedIndexConfig};
+use index_contract::{OutputMode, SearchMode, SearchRequest};
+use index_testkit::rg::{RgLine, rg_lines, rg_per_file};
+use index_testkit::tree;
+
+/// The index cuts context lines to this many bytes (its snippet window); the facade cuts further.
+const LINE_BYTES: usize = 16 * 1024;
+
+/// What a hit says about a file: its first match, its context and its count.
+type PerFile = BTreeMap<String, (RgLine, Option<u64>)>;
+
+fn ours(index: &EmbeddedIndex, request: &SearchRequest) -> (PerFile, bool) {
+    let resp = index.search_now(request).unwrap();
+    assert!(resp.complete, "{request:?}");
+    let mut out = PerFile::new();
+    for h in resp.hits {
+        let line = RgLine {
+            path: h.path.clone(),
+            line: h.line,
+            column: h.column,
+            before: h.before,
+            after: h.after,
+        };
+        assert!(
+            out.insert(h.path, (line, h.count)).is_none(),
+            "a file twice"
+        );
+    }
+    (out, resp.full_scan)
+}
+
+/// ripgrep's answer for `request`, one entry per file: its first matching line, with the count of
+/// `rg -c` for count output.
+fn theirs(root: &std::path::Path, request: &SearchRequest) -> PerFile {
+    let in_git = |p: &str| p.split('/').any(index_guard::is_git_internal_segment);
+    let mut first = PerFile::new();
+    for l in rg_lines(root, request, LINE_BYTES) {
+        if !in_git(&l.path) {
+            first.entry(l.path.clone()).or_insert((l, None));
+        }
+    }
+    if request.output == OutputMode::Count {
+        let counts = rg_per_file(root, request, true);
+        first.retain(|path, _| counts.contains_key(path));
+        for (path, (_, count)) in first.iter_mut() {
+            *count = Some(counts[path]);
+        }
+    }
+    first
+}
+
+fn request(query: &str, regex: bool, ci: bool, edit: impl Fn(&mut SearchRequest)) -> SearchRequest {
+    let mut r = SearchRequest::new(query, SearchMode::IndexedLiteral);
+    r.regex = regex;
+    r.case_insensitive = ci;
+    r.max_results = Some(100_000);
+    edit(&mut r);
+    r
+}
+
+fn index_of(seed: u64) -> (tempfile::TempDir, tempfile::TempDir, EmbeddedIndex) {
+    let (tree, _outside) = tree::generated_tree(seed);
+    let store = tempfile::tempdir().unwrap();
+    // Tiny segments, so that plans are evaluated across many of them.
+    let config = EmbeddedIndexConfig {
+        pairs_per_segment: 500,
+        ..Default::default()
+    };
+    let index = EmbeddedIndex::with_config(tree.path(), store.path(), config).unwrap();
+    index.build("r1").unwrap();
+    (tree, store, index)
+}
+
+/// `word` as a regex matching it literally.
+fn escape(word: &str) -> String {
+    word.chars()
+        .flat_map(|c| {
+            let meta = r"\.+*?()|[]{}^$#&-~".contains(c);
+            meta.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+const REGEXES: &[&str] = &[
+    r"fn\s+main",
+    r"ma[a-z]n",
+    r"(café|Straße)",
+    r"\bmain\b",
+    r"^fn",
+    r"main$",
+    r"[0-9]+",
+    r"utf1[0-9]",
+    r"日本.",
+    r"ke?lvin",
+    r"(?i)INDEX",
+    r"x|y",
+    r"before\s+nul",
+    r"fn.*again",
+    r"\w+_\w+",
+    r"(|fn )main",
+    r"(ma){1}in",
+    r"[A-Z]{2,}",
+    r"\p{Greek}+",
+    r"(?-u:caf\xe9)",
+    r"fn ma.n",
+    r"K[a-z]lvin",
+];
+
+#[test]
+fn regex_hits_equal_ripgreps_first_match_per_file() {
+    let mut compared = 0;
+    for seed in [1, 2] {
+        let (tree, _store, index) = index_of(seed);
+        let mut queries: Vec<String> = REGEXES.iter().map(|s| s.to_string()).collect();
+        let mut rng = tree::Rng::new(seed);
+        for _ in 0..10 {
+            let (a, b): (&&str, &&str) = (rng.pick(tree::WORDS), rng.pick(tree::WORDS));
+            let (a, b) = (escape(a), escape(b));
+            queries.push(format!(r"{a}\s+{b}"));
+            queries.push(format!("{a}|{b}"));
+            queries.push(format!("{a}.*{b}"));
+        }
+        for q in &queries {
+            for ci in [false, true] {
+                for scope in [None, Some("src")] {
+                    let r = request(q, true, ci, |r| r.path = scope.map(str::to_owned));
+                    let expected = theirs(tree.path(), &r);
+                    assert_eq!(ours(&index, &r).0, expected, "{r:?}");
+                    compared += expected.len();
+                }
+            }
+        }
+    }
+    assert!(compared > 1000, "only {compared} file hits compared");
+}
+
+/// One option or a pair of them, as it edits a request.
+type Edit = Box<dyn Fn(&mut SearchRequest)>;
+
+#[test]
+fn file_filters_count_and_context_equal_ripgrep() {
+    let (tree, _store, index) = index_of(3);
+    // Hidden files of a type (`-t` selects them) and an ignored one an include glob selects; none
+    // is in the index.
+    tree::write(tree.path(), ".notes.txt", b"fn main hidden text\n");
+    tree::write(tree.path(), "src/.hidden.rs", b"fn  main() {}\n");
+    tree::write(tree.path(), "ignored.log", b"fn main ignored\n");
+    // Each edit is one option or a pair of them; the include globs pull in files the ignore rules
+    // skip (`*.log`), and types hidden files, which the index does not hold.
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "include globs",
+            Box::new(|r| r.files.globs = vec!["*.log".into(), "src/**".into()]),
+        ),
+        (
+            "exclude globs",
+            Box::new(|r| r.files.globs = vec!["!*.md".into(), "!sub/**".into()]),
+        ),
+        (
+            "types",
+            Box::new(|r| r.files.types = vec!["rust".into(), "txt".into()]),
+        ),
+        ("count", Box::new(|r| r.output = OutputMode::Count)),
+        ("files", Box::new(|r| r.output = OutputMode::Files)),
+        (
+            "context",
+            Box::new(|r| {
+                r.context.before = 2;
+                r.context.after = 3;
+            }),
+        ),
+        (
+            "types and count",
+            Box::new(|r| {
+                r.files.types = vec!["txt".into()];
+                r.output = OutputMode::Count;
+            }),
+        ),
+        (
+            "globs and context",
+            Box::new(|r| {
+                r.files.globs = vec!["*.log".into(), "!sub/**".into()];
+                r.context.after = 1;
+            }),
+        ),
+    ];
+    let mut compared = 0;
+    for (name, edit) in &edits {
+        for (q, regex) in [
+            ("fn main", false),
+            ("main", false),
+            (r"fn\s+ma[a-z]n", true),
+            (r"\w+ \w+", true),
+        ] {
+            for ci in [false, true] {
+                let r = request(q, regex, ci, edit);
+                let expected = theirs(tree.path(), &r);
+                assert_eq!(ours(&index, &r).0, expected, "{name}: {r:?}");
+                compared += expected.len();
+            }
+        }
+    }
+    assert!(compared > 500, "only {compared} file hits compared");
+}
+
+#[test]
+fn a_regex_without_a_trigram_scans_every_file_and_says_so() {
+    let (tree, _store, index) = index_of(4);
+    for (q, full_scan) in [(r"\w+", true), ("x|yz", true), (r"fn\s+main", false)] {
+        let r = request(q, true, false, |_| {});
+        let (got, scanned) = ours(&index, &r);
+        assert_eq!(scanned, full_scan, "{q}");
+        assert_eq!(got, theirs(tree.path(), &r), "{q}");
+    }
+}
+
+#[test]
+fn hidden_or_ignored_files_are_refused_not_ignored() {
+    let (_tree, _store, index) = index_of(5);
+    let hidden = request("main", false, false, |r| r.files.include_hidden = true);
+    assert!(index.search_now(&hidden).is_err());
+    let ignored = request("main", false, false, |r| r.files.include_ignored = true);
+    assert!(index.search_now(&ignored).is_err());
+}

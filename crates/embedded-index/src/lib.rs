@@ -128,6 +128,8 @@ pub struct EmbeddedIndex {
     /// The latest snapshot this process loaded, and which manifest file it came from.
     current: RwLock<(Current, Option<ManifestId>)>,
     writer: Mutex<()>,
+    /// Where the last long query stopped verifying, so that its next page resumes there.
+    cursor: Mutex<Option<query::Cursor>>,
     building: AtomicBool,
     /// The index directory's path, and the directory opened: index files are opened beneath it
     /// the same way. Reopened when the path comes to name another directory (deleted, re-cloned).
@@ -185,6 +187,7 @@ impl EmbeddedIndex {
             config,
             current: RwLock::new((Current::Failed, None)),
             writer: Mutex::new(()),
+            cursor: Mutex::new(None),
             building: AtomicBool::new(false),
             dir_handle: RwLock::new(Arc::new(RootDir::open(&dir)?)),
             dir_path: dir,

@@ -1,5 +1,6 @@
 //! Answering a query from one committed snapshot: trigram candidates, exact verification, rank.
 
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use index_contract::{
@@ -37,6 +38,37 @@ impl Candidate<'_> {
     fn prior_f64(&self) -> f64 {
         f64::from(self.prior) / 255.0
     }
+}
+
+/// Where a long query stopped verifying: the candidate it reached and the matches found before it,
+/// in candidate order. The facade asks for page `k` as the first `k * size` hits, so without this
+/// every page would verify again from the first candidate, and a person paging through a common
+/// query would pay for the whole answer once per page. It is kept for one query at a time, only for
+/// the snapshot it was taken on (the candidate order is a function of the snapshot and the query),
+/// and only when no walk added candidates (a walk can differ from one call to the next).
+pub(crate) struct Cursor {
+    snapshot: Weak<Snapshot>,
+    fingerprint: String,
+    at: usize,
+    matches: Vec<BackendHit>,
+    skipped: SkippedFiles,
+    refused: bool,
+}
+
+/// The options that decide the candidates and how each is verified; not the cap or the deadline.
+fn fingerprint(request: &SearchRequest) -> String {
+    format!(
+        "{:?}",
+        (
+            &request.query,
+            request.regex,
+            request.case_insensitive,
+            &request.path,
+            &request.files,
+            request.output,
+            request.context,
+        )
+    )
 }
 
 impl EmbeddedIndex {
@@ -163,8 +195,23 @@ impl EmbeddedIndex {
         let mut skipped = SkippedFiles::default();
         let mut complete = true;
         let mut at = 0;
+        let fingerprint = fingerprint(request);
+        let resumable = extras.is_empty() && !widens;
+        if resumable {
+            let mut slot = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+            let same = slot.as_ref().is_some_and(|c| {
+                c.fingerprint == fingerprint
+                    && c.snapshot.upgrade().is_some_and(|s| Arc::ptr_eq(&s, &snap))
+            });
+            if same && let Some(c) = slot.take() {
+                matches = c.matches;
+                at = c.at;
+                skipped = c.skipped;
+                complete = !c.refused;
+            }
+        }
         // Verify in candidate order, a chunk at a time across threads, until the blocks are known.
-        while at < candidates.len() && cap > 0 {
+        while at < candidates.len() && cap > 0 && matches.len() < closed {
             if control.should_stop() {
                 complete = false;
                 break;
@@ -226,8 +273,20 @@ impl EmbeddedIndex {
                 break;
             }
         }
-        if control.should_stop() {
+        let stopped = control.should_stop();
+        if stopped {
             complete = false;
+        }
+        if resumable && !stopped && cap >= RANK_BLOCK && at < candidates.len() {
+            // A page of a long answer: keep where it stopped for the next page.
+            *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = Some(Cursor {
+                snapshot: Arc::downgrade(&snap),
+                fingerprint,
+                at,
+                matches: matches.clone(),
+                skipped,
+                refused: skipped.refused_path > 0,
+            });
         }
         if matches.len() > cap || (matches.len() == cap && at < candidates.len()) {
             complete = false;

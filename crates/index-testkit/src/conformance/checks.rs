@@ -652,11 +652,14 @@ async fn queries_racing_updates_see_one_revision_never_a_mix(subject: Arc<dyn Su
     }
 }
 
+/// How a variant changes a request.
+type Edit = fn(&mut SearchRequest);
+
 /// One grep option (or a pair), as the declared-options checks apply it.
 struct Variant {
     name: &'static str,
     declared: fn(&BackendCapabilities) -> bool,
-    edit: fn(&mut SearchRequest),
+    edit: Edit,
 }
 
 fn variants() -> Vec<Variant> {
@@ -811,7 +814,7 @@ async fn undeclared_options_are_refused_before_the_backend(subject: Arc<dyn Subj
     let h = Harness::open(CHECK, &*subject, tree.path(), "rev-1").await;
     let capabilities = h.backend.capabilities();
     let mut refused = Vec::new();
-    let mut undeclared: Vec<(&str, fn(&mut SearchRequest))> = variants()
+    let mut undeclared: Vec<(&str, Edit)> = variants()
         .into_iter()
         .filter(|v| !(v.declared)(&capabilities))
         .map(|v| (v.name, v.edit))

@@ -6,16 +6,21 @@
 //! PostgreSQL (`cargo xtask tools` installs it) it fails. Each case uses its own tenant, so cases
 //! share one database without seeing each other. A name given on the command line runs only the
 //! cases whose name contains it.
+//!
+//! Besides its own cases it runs the backend conformance suite (`index_testkit::conformance`),
+//! each check as a case named `conformance::<check>`, every index under a tenant of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use index_contract::{
-    IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+    BoxFuture, IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
 };
+use index_testkit::conformance::{self, Subject};
 use index_testkit::tree::{generated_tree, write};
 use pg_index::{PgIndex, PgIndexConfig, PgIndexError};
 use search_profile::PathKey;
@@ -91,14 +96,21 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let subject: Arc<dyn Subject> = Arc::new(Pg::default());
+    let cases = CASES.iter().map(|&(name, case)| (name.to_owned(), case()));
+    let checks = conformance::CHECKS.iter().map(|check| {
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> =
+            (check.run)(subject.clone());
+        (format!("conformance::{}", check.name), run)
+    });
     let (mut passed, mut failed) = (0, 0);
-    for (name, case) in CASES {
+    for (name, case) in cases.chain(checks) {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            runtime.block_on(case());
+            runtime.block_on(case);
         }));
         let took = started.elapsed().as_secs_f64();
         if outcome.is_ok() {
@@ -117,6 +129,28 @@ fn main() {
 
 fn server() -> tokio_postgres::Config {
     PgIndex::config_from_env()
+}
+
+/// The conformance suite's subject: each index is a repository of a tenant of its own, built
+/// from its worktree.
+#[derive(Default)]
+struct Pg {
+    opened: AtomicUsize,
+}
+
+impl Subject for Pg {
+    fn open<'a>(
+        &'a self,
+        root: &'a Path,
+        revision: &'a str,
+    ) -> BoxFuture<'a, Arc<dyn RepositoryIndexBackend>> {
+        Box::pin(async move {
+            let n = self.opened.fetch_add(1, Ordering::SeqCst);
+            let index = open(root, &format!("conformance-{n}"), "r").await;
+            index.build(revision).await.expect("build");
+            Arc::new(index) as Arc<dyn RepositoryIndexBackend>
+        })
+    }
 }
 
 /// The server's credentials, at another address: `host` and `port` add to a configuration's

@@ -8,7 +8,8 @@
 //!
 //! It also holds what several crates' tests share: [`tree`] generates git worktrees full of
 //! awkward cases, and [`rg`] runs the pinned ripgrep as the oracle for what a literal search
-//! finds.
+//! finds. With the `conformance` feature, `conformance` is the suite every index backend runs
+//! against itself.
 //!
 //! # Example
 //!
@@ -24,6 +25,8 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod rg;
 pub mod tree;
 

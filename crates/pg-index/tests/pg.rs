@@ -6,16 +6,21 @@
 //! PostgreSQL (`cargo xtask tools` installs it) it fails. Each case uses its own tenant, so cases
 //! share one database without seeing each other. A name given on the command line runs only the
 //! cases whose name contains it.
+//!
+//! Besides its own cases it runs the backend conformance suite (`index_testkit::conformance`),
+//! each check as a case named `conformance::<check>`, every index under a tenant of its own.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use index_contract::{
-    IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+    BoxFuture, IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
 };
+use index_testkit::conformance::{self, Subject};
 use index_testkit::tree::{generated_tree, write};
 use pg_index::{PgIndex, PgIndexConfig, PgIndexError};
 use search_profile::PathKey;
@@ -32,10 +37,9 @@ const CASES: &[(&str, Case)] = &[
         "schema_is_migrated_once_with_lz4_and_a_trigram_index",
         || Box::pin(schema_is_migrated_once_with_lz4_and_a_trigram_index()),
     ),
-    (
-        "hits_equal_rg_first_match_per_file_on_generated_trees",
-        || Box::pin(hits_equal_rg_first_match_per_file_on_generated_trees()),
-    ),
+    ("hits_come_in_path_order_on_generated_trees", || {
+        Box::pin(hits_come_in_path_order_on_generated_trees())
+    }),
     (
         "updates_renames_and_deletes_commit_with_their_revision",
         || Box::pin(updates_renames_and_deletes_commit_with_their_revision()),
@@ -91,14 +95,21 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let subject: Arc<dyn Subject> = Arc::new(Pg::default());
+    let cases = CASES.iter().map(|&(name, case)| (name.to_owned(), case()));
+    let checks = conformance::CHECKS.iter().map(|check| {
+        let run: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> =
+            (check.run)(subject.clone());
+        (format!("conformance::{}", check.name), run)
+    });
     let (mut passed, mut failed) = (0, 0);
-    for (name, case) in CASES {
+    for (name, case) in cases.chain(checks) {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            runtime.block_on(case());
+            runtime.block_on(case);
         }));
         let took = started.elapsed().as_secs_f64();
         if outcome.is_ok() {
@@ -117,6 +128,28 @@ fn main() {
 
 fn server() -> tokio_postgres::Config {
     PgIndex::config_from_env()
+}
+
+/// The conformance suite's subject: each index is a repository of a tenant of its own, built
+/// from its worktree.
+#[derive(Default)]
+struct Pg {
+    opened: AtomicUsize,
+}
+
+impl Subject for Pg {
+    fn open<'a>(
+        &'a self,
+        root: &'a Path,
+        revision: &'a str,
+    ) -> BoxFuture<'a, Arc<dyn RepositoryIndexBackend>> {
+        Box::pin(async move {
+            let n = self.opened.fetch_add(1, Ordering::SeqCst);
+            let index = open(root, &format!("conformance-{n}"), "r").await;
+            index.build(revision).await.expect("build");
+            Arc::new(index) as Arc<dyn RepositoryIndexBackend>
+        })
+    }
 }
 
 /// The server's credentials, at another address: `host` and `port` add to a configuration's
@@ -216,64 +249,35 @@ async fn schema_is_migrated_once_with_lz4_and_a_trigram_index() {
     assert_eq!(gin, 1);
 }
 
-/// rg's first match in each file: (path, line, column), for the files the trust gate serves.
-fn rg_first_matches(
-    root: &Path,
-    query: &str,
-    ci: bool,
-    scope: Option<&str>,
-) -> BTreeSet<(String, u64, u64)> {
-    let mut first: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (path, line, col) in index_testkit::rg::rg_hits(root, query, ci, scope) {
-        let e = first.entry(path).or_insert((line, col));
-        if (line, col) < *e {
-            *e = (line, col);
-        }
-    }
-    first
-        .into_iter()
-        .filter(|(p, _)| index_guard::check_path(p).is_ok())
-        .map(|(p, (l, c))| (p, l, c))
-        .collect()
-}
-
-async fn hits_equal_rg_first_match_per_file_on_generated_trees() {
+/// Equality with rg's first match per file on these trees is the conformance suite's
+/// (`conformance::hits_equal_rg_first_match_per_file`, through the facade); what is this
+/// backend's own is the order, which paging relies on: path order, component by component.
+async fn hits_come_in_path_order_on_generated_trees() {
     let queries: &[(&str, bool)] = &[
         ("fn main", false),
         ("main", true),
-        ("Kelvin", true),
-        ("kelvin", true),
         ("café", true),
-        ("CAFÉ", false),
-        ("straße", true),
-        ("σίσυφος", true),
-        ("日本語", false),
-        ("foo_bar", false),
-        ("->", false),
         ("x", false),
         ("todo", true),
-        ("after nul", false),
-        ("before nul", false),
-        ("utf16", false),
-        ("caf", false),
-        ("%", false),
+        ("->", false),
     ];
     for seed in [1u64, 2] {
         let (tree, _outside) = generated_tree(seed);
-        let index = open(tree.path(), &format!("rg-{seed}"), "generated").await;
+        let index = open(tree.path(), &format!("order-{seed}"), "generated").await;
         let built = index.build("rev-1").await.expect("build");
         assert!(built.files > 30, "{built:?}");
         for &(query, ci) in queries {
-            for scope in [None, Some("src"), Some("sub"), Some("bin/late.dat")] {
+            for scope in [None, Some("src"), Some("sub")] {
                 let got = hits(&index, query, ci, scope).await;
+                assert!(
+                    got.len() > 1 || scope.is_some(),
+                    "{query:?}: too few hits to order"
+                );
                 let mut ordered = got.clone();
                 ordered.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
-                assert_eq!(got, ordered, "{query:?}: hits not in path order");
-                let got: BTreeSet<_> = got.into_iter().collect();
-                let expected = rg_first_matches(tree.path(), query, ci, scope);
                 assert_eq!(
-                    got, expected,
-                    "seed {seed}, {query:?}, -i {ci}, scope {scope:?}"
+                    got, ordered,
+                    "seed {seed}, {query:?}: hits not in path order"
                 );
             }
         }

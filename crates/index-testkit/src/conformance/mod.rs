@@ -1,0 +1,320 @@
+//! The backend conformance suite: one set of checks that every [`RepositoryIndexBackend`] runs
+//! against itself (the embedded index, PostgreSQL, any backend to come).
+//!
+//! A backend takes part through a [`Subject`], which opens it over a worktree with the worktree's
+//! selection committed at a revision (the full build is the host's business, not the seam's).
+//! From then on the suite drives it only through the seam: `update`, `remove`, `search`,
+//! `status` and `capabilities`, behind the facade ([`IndexedRepositoryOperations`]) wherever its
+//! gates matter. Each check is a function named after what it guards ([`CHECKS`]); a failing
+//! check panics with a message that names it.
+//!
+//! What the suite holds a backend to:
+//! - its hits are ripgrep's first match per file on the generated trees, in both case modes and
+//!   within a scope;
+//! - the revision its `status` and its answers attest is the one last committed, and the
+//!   freshness gate refuses it once it is older than the policy allows;
+//! - a file whose name the trust gate refuses is never served, and the answer says so;
+//! - updates over the caps are refused before it sees them; renames reach it as a removal plus
+//!   an add, deletes as a removal, and both show in its hits;
+//! - queries racing updates see one committed revision or the next, never an error or a mix;
+//! - the grep options it declares agree with the literal search, and the ones it does not
+//!   declare are refused before it is asked.
+//!
+//! # Example
+//!
+//! A host's test opens its backend in a [`Subject`] and runs every check:
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use index_contract::{BoxFuture, RepositoryIndexBackend};
+//! use index_testkit::conformance::{self, Subject};
+//!
+//! struct MyBackend;
+//! impl Subject for MyBackend {
+//!     fn open<'a>(
+//!         &'a self,
+//!         root: &'a Path,
+//!         revision: &'a str,
+//!     ) -> BoxFuture<'a, Arc<dyn RepositoryIndexBackend>> {
+//!         // Open the backend over `root` and build it, committed as `revision`.
+//!         Box::pin(async move { unimplemented!("{root:?} at {revision}") })
+//!     }
+//! }
+//!
+//! # async fn run() {
+//! let report = conformance::run_all(Arc::new(MyBackend)).await;
+//! assert!(report.failed.is_empty(), "{report}");
+//! # }
+//! ```
+
+mod checks;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use index_contract::{
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
+    SearchResult, UpdateRequest,
+    limits::{SearchLimits, StalePolicy, UpdateLimits},
+};
+use literal_search::{LiteralSearch, LiteralSearchConfig};
+use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
+
+pub use checks::CHECKS;
+
+/// A backend under test: how to open one over a worktree.
+pub trait Subject: Send + Sync {
+    /// Opens a backend over the worktree at `root` holding the worktree's whole selection
+    /// committed as `revision`, `ready`. Each call must give an index of its own (a fresh
+    /// directory, tenant or repository), since checks run on worktrees of their own. Panics
+    /// when the backend cannot be opened.
+    fn open<'a>(
+        &'a self,
+        root: &'a Path,
+        revision: &'a str,
+    ) -> BoxFuture<'a, Arc<dyn RepositoryIndexBackend>>;
+}
+
+/// One check of the suite.
+pub type CheckFn = fn(Arc<dyn Subject>) -> BoxFuture<'static, ()>;
+
+/// A named check.
+#[derive(Debug, Clone, Copy)]
+pub struct Check {
+    /// What it guards, as a test name.
+    pub name: &'static str,
+    /// Runs it; it panics, with a message naming the check, when the backend fails it.
+    pub run: CheckFn,
+}
+
+/// What [`run_all`] found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The checks that passed, with how long each took.
+    pub passed: Vec<(&'static str, Duration)>,
+    /// The checks that failed, with their panic messages.
+    pub failed: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, took) in &self.passed {
+            writeln!(f, "conformance {name} ... ok ({:.2} s)", took.as_secs_f64())?;
+        }
+        for (name, message) in &self.failed {
+            writeln!(f, "conformance {name} ... FAILED: {message}")?;
+        }
+        write!(
+            f,
+            "conformance: {} passed, {} failed",
+            self.passed.len(),
+            self.failed.len()
+        )
+    }
+}
+
+/// Runs every check of [`CHECKS`] on `subject`, one after another, each in a task of its own so
+/// that one failure does not hide the others. Must run inside a multi-threaded Tokio runtime with
+/// the time driver (the facade's requirement).
+pub async fn run_all(subject: Arc<dyn Subject>) -> Report {
+    let mut report = Report::default();
+    for check in CHECKS {
+        let started = Instant::now();
+        match tokio::spawn((check.run)(subject.clone())).await {
+            Ok(()) => report.passed.push((check.name, started.elapsed())),
+            Err(e) => {
+                let message = match e.try_into_panic() {
+                    Ok(payload) => panic_text(payload),
+                    Err(e) => e.to_string(),
+                };
+                report.failed.push((check.name, message));
+            }
+        }
+    }
+    report
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload
+            .downcast::<&'static str>()
+            .map(|s| (*s).to_owned())
+            .unwrap_or_else(|_| "a panic without a message".to_owned()),
+    }
+}
+
+/// What the counting wrapper saw reach the backend.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Update(UpdateRequest),
+    Remove(RemoveRequest),
+}
+
+/// The backend under test, wrapped so that a check can see which calls reached it, in order.
+struct Counted {
+    inner: Arc<dyn RepositoryIndexBackend>,
+    calls: Mutex<Vec<Call>>,
+    searches: AtomicUsize,
+}
+
+impl Counted {
+    fn log(&self, call: Call) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(call);
+    }
+
+    /// The updates and removals that reached the backend so far, in order.
+    fn writes(&self) -> Vec<Call> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn searches(&self) -> usize {
+        self.searches.load(Ordering::SeqCst)
+    }
+}
+
+impl RepositoryIndexBackend for Counted {
+    fn capabilities(&self) -> BackendCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.log(Call::Update(request.clone()));
+        self.inner.update(request)
+    }
+
+    fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.log(Call::Remove(request.clone()));
+        self.inner.remove(request)
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        // Searches are counted, not logged: the racing check makes thousands of them.
+        self.searches.fetch_add(1, Ordering::SeqCst);
+        self.inner.search(request)
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        self.inner.status()
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.inner.dispose()
+    }
+}
+
+/// The snippet cap of the suite's facades; context lines are cut to it too.
+const SNIPPET_BYTES: usize = 4096;
+
+/// Caps wide enough that no answer of the suite's trees is cut.
+fn limits() -> SearchLimits {
+    SearchLimits::new(10_000, SNIPPET_BYTES, Duration::from_secs(60)).expect("suite limits")
+}
+
+/// The facade configuration of most checks: both literal modes, the default freshness policy
+/// and update caps, wide search caps.
+fn config() -> IndexedOperationsConfig {
+    IndexedOperationsConfig {
+        allowed_modes: vec![SearchMode::Literal, SearchMode::IndexedLiteral],
+        stale: StalePolicy::default(),
+        limits: limits(),
+        update_limits: UpdateLimits::default(),
+    }
+}
+
+/// A backend opened for one check, behind the facade, with the literal search as fallback.
+struct Harness {
+    check: &'static str,
+    backend: Arc<Counted>,
+    ops: Arc<IndexedRepositoryOperations>,
+}
+
+impl Harness {
+    async fn open(
+        check: &'static str,
+        subject: &dyn Subject,
+        root: &Path,
+        revision: &str,
+    ) -> Harness {
+        Harness::with_config(check, subject, root, revision, config()).await
+    }
+
+    async fn with_config(
+        check: &'static str,
+        subject: &dyn Subject,
+        root: &Path,
+        revision: &str,
+        config: IndexedOperationsConfig,
+    ) -> Harness {
+        let backend = Arc::new(Counted {
+            inner: subject.open(root, revision).await,
+            calls: Mutex::new(Vec::new()),
+            searches: AtomicUsize::new(0),
+        });
+        let literal = LiteralSearchConfig {
+            limits: limits(),
+            ..LiteralSearchConfig::default()
+        };
+        let fallback = LiteralSearch::with_config(root, literal).expect("literal search");
+        let ops =
+            IndexedRepositoryOperations::new(root, backend.clone(), Arc::new(fallback), config)
+                .unwrap_or_else(|e| panic!("{check}: the facade refused the backend: {e}"));
+        Harness {
+            check,
+            backend,
+            ops: Arc::new(ops),
+        }
+    }
+
+    /// Searches through the facade; a refusal or failure fails the check.
+    async fn search(&self, request: SearchRequest) -> SearchResult {
+        let described = format!("{request:?}");
+        self.ops
+            .search(request)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {described} failed: {e}", self.check))
+    }
+
+    /// The index's status through the facade.
+    async fn status(&self) -> IndexStatus {
+        self.ops
+            .index()
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("{}: status failed: {e}", self.check))
+    }
+
+    /// Applies an update through the facade.
+    async fn update(&self, revision: &str, changes: Vec<index_contract::Change>) {
+        let request = UpdateRequest {
+            repository_id: "conformance".into(),
+            worktree_id: "main".into(),
+            source_revision: revision.into(),
+            changes,
+        };
+        let described = format!("{request:?}");
+        self.ops
+            .index()
+            .update(request)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {described} failed: {e}", self.check));
+    }
+}
+
+/// An `indexed_literal` request for `query` with no cap of its own (the facade's applies).
+fn indexed(query: &str) -> SearchRequest {
+    let mut r = SearchRequest::new(query, SearchMode::IndexedLiteral);
+    r.max_results = Some(10_000);
+    r.deadline = Some(Duration::from_secs(60));
+    r
+}

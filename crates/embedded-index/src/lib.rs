@@ -414,7 +414,9 @@ impl RepositoryIndexBackend for EmbeddedIndex {
 
     fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            self.apply(&[], &request.paths, None)?;
+            // The first half of an update matches no revision: commit it as one under way.
+            let revision = request.update_follows.then_some(snapshot::UPDATE_UNDER_WAY);
+            self.apply(&[], &request.paths, revision)?;
             Ok(())
         })
     }

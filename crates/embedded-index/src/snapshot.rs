@@ -21,6 +21,11 @@ pub(crate) struct Snapshot {
     live_count: usize,
 }
 
+/// The revision a removal commits when the facade routed it as the first half of an update: the
+/// index then matches no revision and reports `building` until the update commits. The empty
+/// string, because no update can carry it (the guard refuses an empty revision).
+pub(crate) const UPDATE_UNDER_WAY: &str = "";
+
 /// Why no committed version could be loaded.
 #[derive(Debug)]
 pub(crate) enum LoadError {
@@ -179,6 +184,9 @@ impl Snapshot {
     }
 
     pub(crate) fn status(&self) -> IndexStatus {
+        if self.manifest.source_revision.as_deref() == Some(UPDATE_UNDER_WAY) {
+            return IndexStatus::new(IndexState::Building);
+        }
         IndexStatus {
             state: if self.manifest.generation == 0 {
                 IndexState::Empty

@@ -313,6 +313,24 @@ pub struct UpdateRequest {
 pub struct RemoveRequest {
     /// Repo-relative paths.
     pub paths: Vec<String>,
+    /// Set by the facade when this removal is the first half of an update (the deletes and the old
+    /// sides of renames, routed here before the update's adds and edits). From this commit until
+    /// the update's own commit the index matches no revision, so the backend must report
+    /// [`IndexState::Building`] in between, which the freshness gate refuses: a reader is never
+    /// served the old revision's name over a tree that lacks its files. A backend whose update
+    /// never comes stays `building` until the next update, refused rather than wrong.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub update_follows: bool,
+}
+
+impl RemoveRequest {
+    /// A removal of `paths` on its own: the index keeps attesting its revision.
+    pub fn new(paths: Vec<String>) -> RemoveRequest {
+        RemoveRequest {
+            paths,
+            update_follows: false,
+        }
+    }
 }
 
 /// A query, as the operations and the backend receive it.

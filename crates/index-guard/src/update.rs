@@ -101,7 +101,10 @@ pub fn validate_update(
         }
     }
     Ok(RoutedUpdate {
-        removals: (!removed.is_empty()).then_some(RemoveRequest { paths: removed }),
+        removals: (!removed.is_empty()).then_some(RemoveRequest {
+            paths: removed,
+            update_follows: true,
+        }),
         update: UpdateRequest { changes, ..request },
     })
 }

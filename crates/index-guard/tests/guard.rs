@@ -631,6 +631,7 @@ fn rename_routes_as_remove_plus_add_and_delete_routes_to_remove() {
         Expected::Routed(RoutedUpdate {
             removals: Some(RemoveRequest {
                 paths: vec!["old".into(), "gone".into()],
+                update_follows: true,
             }),
             update: update(vec![
                 add("a"),

@@ -282,6 +282,10 @@ impl RepositoryIndexBackend for FixtureBackend {
             for p in &request.paths {
                 state.files.remove(p);
             }
+            if request.update_follows {
+                // The first half of an update matches no revision until the update commits.
+                state.status.state = IndexState::Building;
+            }
             state.removals.push(request);
             Ok(())
         })

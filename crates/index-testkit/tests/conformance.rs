@@ -24,6 +24,8 @@ enum Fault {
     ServesRefusedNames,
     /// An answer that left a refused file's match out claims to be complete.
     HidesUnservedFiles,
+    /// The first half of an update (its removals) commits under the old revision's name.
+    RemovalKeepsRevision,
 }
 
 /// An in-memory index of a worktree's plain-text files: a fixed-string, case-sensitive search
@@ -57,6 +59,9 @@ impl RepositoryIndexBackend for Memory {
 
     fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
+            // An update takes a while, as a real one does, so that readers racing it meet the
+            // state between its removal and its commit.
+            std::thread::sleep(std::time::Duration::from_millis(20));
             let mut state = self.state.lock().unwrap();
             for change in &request.changes {
                 let path = change.path().to_owned();
@@ -79,11 +84,15 @@ impl RepositoryIndexBackend for Memory {
 
     fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
+            let mut state = self.state.lock().unwrap();
             if self.fault != Fault::IgnoresRemove {
-                let mut state = self.state.lock().unwrap();
                 for p in &request.paths {
                     state.0.remove(p);
                 }
+            }
+            if request.update_follows && self.fault != Fault::RemovalKeepsRevision {
+                // Matching no revision until the update commits.
+                state.1 = IndexStatus::new(IndexState::Building);
             }
             Ok(())
         })
@@ -230,5 +239,13 @@ fn a_backend_hiding_unserved_files_fails_the_trust_check() {
     check(
         "a_file_whose_name_the_gate_refuses_is_never_served",
         Fault::HidesUnservedFiles,
+    );
+}
+
+#[test]
+fn a_backend_serving_an_update_half_way_under_the_old_revision_fails_the_racing_check() {
+    check(
+        "queries_racing_updates_see_one_revision_never_a_mix",
+        Fault::RemovalKeepsRevision,
     );
 }

@@ -319,7 +319,8 @@ impl RepositoryIndexBackend for PgIndex {
 
     fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            self.apply(&[], &request.paths, None).await?;
+            self.remove_paths(&request.paths, request.update_follows)
+                .await?;
             Ok(())
         })
     }

@@ -43,7 +43,7 @@ impl PgIndex {
             .map_err(|_| PgIndexError::Io(std::io::Error::other("the walk panicked")))?;
         self.set_state("building").await?;
         let written = self
-            .write(Upserts::All(&files), &[], Some(source_revision))
+            .write(Upserts::All(&files), &[], Some(source_revision), false)
             .await;
         if written.is_err() {
             // Best effort: the error that matters is the build's.
@@ -60,7 +60,19 @@ impl PgIndex {
         removals: &[String],
         source_revision: Option<&str>,
     ) -> Result<WriteStats, PgIndexError> {
-        self.write(Upserts::Some(upserts), removals, source_revision)
+        self.write(Upserts::Some(upserts), removals, source_revision, false)
+            .await
+    }
+
+    /// Removes `paths` in one transaction. When `update_follows` (the facade routed them as the
+    /// first half of an update), the same transaction sets the state to `building`, which the
+    /// freshness gate refuses until the update commits `ready` with its revision.
+    pub async fn remove_paths(
+        &self,
+        paths: &[String],
+        update_follows: bool,
+    ) -> Result<WriteStats, PgIndexError> {
+        self.write(Upserts::Some(&[]), paths, None, update_follows)
             .await
     }
 
@@ -103,6 +115,7 @@ impl PgIndex {
         upserts: Upserts<'_>,
         removals: &[String],
         source_revision: Option<&str>,
+        under_way: bool,
     ) -> Result<WriteStats, PgIndexError> {
         let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
         let conn = self.begin_write().await?;
@@ -155,6 +168,15 @@ impl PgIndex {
                     )
                     .await?;
             }
+        }
+        if under_way {
+            client
+                .execute(
+                    "UPDATE repo_search.repos SET state = 'building'
+                     WHERE tenant_id = $1 AND repo_id = $2",
+                    &[t, r],
+                )
+                .await?;
         }
         if let Some(rev) = source_revision {
             client

@@ -317,6 +317,7 @@ async fn updates_renames_and_deletes_commit_with_their_revision() {
     index
         .remove(index_contract::RemoveRequest {
             paths: vec!["b.txt".into(), "d/e.txt".into()],
+            update_follows: true,
         })
         .await
         .unwrap();

@@ -504,9 +504,7 @@ fn update_is_validated_before_any_backend_call_and_routed() {
         rt.block_on(index.update(escape)).unwrap_err().code(),
         ErrorCode::Untrusted
     );
-    let too_many = RemoveRequest {
-        paths: vec!["a".into(), "b".into(), "c".into()],
-    };
+    let too_many = RemoveRequest::new(vec!["a".into(), "b".into(), "c".into()]);
     assert_eq!(
         rt.block_on(index.remove(too_many)).unwrap_err().code(),
         ErrorCode::Limit
@@ -530,7 +528,8 @@ fn update_is_validated_before_any_backend_call_and_routed() {
     assert_eq!(
         s.backend.removals(),
         [RemoveRequest {
-            paths: vec!["src/lib.rs".into(), "README.md".into()]
+            paths: vec!["src/lib.rs".into(), "README.md".into()],
+            update_follows: true,
         }]
     );
     assert_eq!(

@@ -95,10 +95,20 @@ impl Snapshot {
         let mut heap: BinaryHeap<Reverse<Head<'_>>> = (0..self.segments.len())
             .filter_map(|si| next_live(si, 0).map(Reverse))
             .collect();
+        // The head that sorts before every head in the heap, kept out of it: a build writes its
+        // segments as consecutive runs of the path order, so a doc usually follows the previous
+        // one of its segment and costs one comparison instead of a pop and a push.
+        let mut first: Option<Head<'_>> = None;
         std::iter::from_fn(move || {
-            let Reverse(Head(path, si, id)) = heap.pop()?;
+            let Head(path, si, id) = match first.take() {
+                Some(h) => h,
+                None => heap.pop()?.0,
+            };
             if let Some(h) = next_live(si, id + 1) {
-                heap.push(Reverse(h));
+                match heap.peek() {
+                    Some(Reverse(top)) if *top < h => heap.push(Reverse(h)),
+                    _ => first = Some(h),
+                }
             }
             Some((path, si, id))
         })

@@ -317,16 +317,24 @@ impl EmbeddedIndex {
             }
         }
         let (selected, complete) = self.walk(extent)?;
-        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
+        let seen = self.snapshot();
+        let seen_diff = seen.as_ref().map(|s| Self::diff(s, &selected, extent));
+        if let (Some(s), Some(d)) = (&seen, &seen_diff)
+            && let Some(report) = Self::fresh_without_writing(s, d, head)
+        {
             return Ok(report);
         }
         let _lock = self.lock(deadline)?;
         // Another process may have committed while this one waited: judge against the latest.
-        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
+        let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
+        let mut d = match (seen, seen_diff) {
+            // The same commit as before the lock: the diff is the same.
+            (Some(s), Some(d)) if s.manifest == snap.manifest => d,
+            _ => Self::diff(&snap, &selected, extent),
+        };
+        if let Some(report) = Self::fresh_without_writing(&snap, &d, head) {
             return Ok(report);
         }
-        let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
-        let mut d = Self::diff(&snap, &selected, extent);
         if !complete {
             // A directory could not be listed: its files are not known to be gone.
             d.removals.clear();
@@ -371,16 +379,9 @@ impl EmbeddedIndex {
         })
     }
 
-    /// `Some` when the committed index already holds exactly `selected`, attests `head` and was
-    /// committed recently.
-    fn fresh_without_writing(
-        &self,
-        selected: &[(String, Stamp)],
-        extent: Extent<'_>,
-        head: &str,
-    ) -> Option<RefreshReport> {
-        let snap = self.snapshot()?;
-        let d = Self::diff(&snap, selected, extent);
+    /// `Some` when the committed `snap`, whose difference from the selection is `d`, already
+    /// holds exactly the selection, attests `head` and was committed recently.
+    fn fresh_without_writing(snap: &Snapshot, d: &Diff, head: &str) -> Option<RefreshReport> {
         let revision = snap.manifest.source_revision.clone()?;
         let same_head = Self::attests_head(&revision, head);
         let recent = snap.manifest.updated_at.is_some_and(|t| {

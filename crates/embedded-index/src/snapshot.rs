@@ -235,3 +235,42 @@ pub(crate) fn manifest_id(dir: &RootDir) -> Option<ManifestId> {
         mtime_ns,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{EmbeddedIndex, EmbeddedIndexConfig};
+    use search_profile::PathKey;
+
+    #[test]
+    fn live_docs_come_in_path_order_when_segments_interleave() {
+        let repo = tempfile::tempdir().unwrap();
+        let mut all = Vec::new();
+        for d in ["a", "a-b", "b", "b/c"] {
+            std::fs::create_dir_all(repo.path().join(d)).unwrap();
+            for f in 0..80 {
+                let rel = format!("{d}/f{f:02}.txt");
+                std::fs::write(repo.path().join(&rel), format!("text {rel}\n")).unwrap();
+                all.push(rel);
+            }
+        }
+        let store = tempfile::tempdir().unwrap();
+        let config = EmbeddedIndexConfig {
+            threads: Some(1),
+            pairs_per_segment: 300,
+            max_small_segments: 100,
+        };
+        let index = EmbeddedIndex::with_config(repo.path(), store.path(), config).unwrap();
+        index.build("r1").unwrap();
+        // Re-read every seventh file, then every third: two more segments whose docs fall between
+        // those of every other segment.
+        for step in [7, 3] {
+            let some: Vec<String> = all.iter().step_by(step).cloned().collect();
+            index.apply(&some, &[], None).unwrap();
+        }
+        let snap = index.snapshot().unwrap();
+        assert!(snap.segments.len() >= 4, "{} segments", snap.segments.len());
+        let live: Vec<&str> = snap.live_docs().map(|(p, _, _)| p).collect();
+        all.sort_by(|a, b| PathKey::compare(a, b));
+        assert_eq!(live, all);
+    }
+}

@@ -126,9 +126,17 @@ impl std::error::Error for SearchFileError {}
 /// give different hits depending on what the thread searched before. After any file with a line
 /// longer than half the initial buffer (half, to cover UTF-16 transcoding growth), the searcher
 /// is rebuilt: every file is searched as by a fresh searcher.
+///
+/// **Line numbers only where they are needed.** Counting lines costs a pass over every byte, and
+/// most files hold no match: each file is first searched without line numbers, up to its first
+/// match, and only a file with a match is searched again from its start with them. Both searchers
+/// are fresh for every file and read the same bytes, so they agree on where a match or a binary
+/// file's NUL stops the search.
 #[derive(Debug)]
 pub struct FileSearcher {
     searcher: Searcher,
+    /// The same searcher without line numbers, to find whether a file matches at all.
+    gate: Searcher,
     heap_limit: usize,
     stream_window: usize,
 }
@@ -140,9 +148,13 @@ impl Default for FileSearcher {
 }
 
 fn build_searcher(heap_limit: usize) -> Searcher {
+    build_searcher_numbered(heap_limit, true)
+}
+
+fn build_searcher_numbered(heap_limit: usize, line_number: bool) -> Searcher {
     SearcherBuilder::new()
         .line_terminator(LineTerminator::byte(b'\n'))
-        .line_number(true)
+        .line_number(line_number)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .heap_limit(Some(heap_limit))
         .build()
@@ -154,6 +166,7 @@ impl FileSearcher {
     pub fn new(heap_limit: usize, stream_window: usize) -> FileSearcher {
         FileSearcher {
             searcher: build_searcher(heap_limit),
+            gate: build_searcher_numbered(heap_limit, false),
             heap_limit,
             stream_window,
         }
@@ -167,6 +180,10 @@ impl FileSearcher {
         control: &dyn SearchControl,
         mut sink: impl FnMut(LineMatch<'_>) -> bool,
     ) -> Result<FileOutcome, SearchFileError> {
+        if let Some(outcome) = self.without_match(matcher, &file, control) {
+            return Ok(outcome);
+        }
+        file.rewind().map_err(SearchFileError::Read)?;
         let mut outcome = FileOutcome::default();
         let mut reader = GuardedReader {
             inner: &file,
@@ -225,6 +242,39 @@ impl FileSearcher {
         Ok(outcome)
     }
 
+    /// The outcome of searching `file` when the searcher without line numbers finds no match in
+    /// it and nothing went wrong; `None` otherwise (a match, a stop, a failed read, an over-long
+    /// line), and then the file must be searched with line numbers.
+    fn without_match(
+        &mut self,
+        matcher: &LiteralMatcher,
+        file: &File,
+        control: &dyn SearchControl,
+    ) -> Option<FileOutcome> {
+        let mut reader = GuardedReader {
+            inner: file,
+            control,
+            stopped: false,
+            failed: None,
+            run: 0,
+            longest: 0,
+        };
+        let mut gate = MatchGate {
+            found: false,
+            binary: false,
+        };
+        let result = self
+            .gate
+            .search_reader(matcher.inner(), &mut reader, &mut gate);
+        if reader.longest.max(reader.run) > INITIAL_BUFFER / 2 {
+            self.gate = build_searcher_numbered(self.heap_limit, false);
+        }
+        (result.is_ok() && !gate.found).then_some(FileOutcome {
+            binary: gate.binary,
+            ..FileOutcome::default()
+        })
+    }
+
     fn refresh_if_grown(&mut self, longest_line: u64) {
         if longest_line > INITIAL_BUFFER / 2 {
             self.searcher = build_searcher(self.heap_limit);
@@ -272,6 +322,26 @@ impl Read for GuardedReader<'_> {
     }
 }
 
+/// Notes whether a file has a match (and stops there) or is binary.
+struct MatchGate {
+    found: bool,
+    binary: bool,
+}
+
+impl Sink for MatchGate {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, _: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.found = true;
+        Ok(false)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
 struct LineSink<'a, F> {
     matcher: &'a LiteralMatcher,
     sink: &'a mut F,
@@ -308,5 +378,80 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
     fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
         self.binary = true;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, Write};
+
+    use super::{FileSearcher, LineSink, NeverStop, build_searcher, matcher};
+
+    /// (line, column) of each hit, and whether the file was binary.
+    type Found = (Vec<(u64, u64)>, bool);
+
+    fn file_of(text: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(text).unwrap();
+        f.rewind().unwrap();
+        f
+    }
+
+    /// What a fresh line-numbering searcher reports for `text`: the answer before the search
+    /// learned to skip line numbers in files without a match.
+    fn numbered(text: &[u8], query: &str) -> Found {
+        let m = matcher(query, false).unwrap();
+        let mut hits = Vec::new();
+        let mut sink = |l: super::LineMatch<'_>| {
+            hits.push((l.line_number, l.column));
+            true
+        };
+        let mut lines = LineSink {
+            matcher: &m,
+            sink: &mut sink,
+            binary: false,
+            last_line: 0,
+        };
+        build_searcher(crate::DEFAULT_HEAP_LIMIT)
+            .search_reader(m.inner(), file_of(text), &mut lines)
+            .unwrap();
+        let binary = lines.binary;
+        (hits, binary)
+    }
+
+    #[test]
+    fn files_without_a_match_are_searched_alike_with_or_without_line_numbers() {
+        let long = "x".repeat(100_000);
+        let filler = "filler line\n".repeat(20_000);
+        let cases: Vec<(String, &str)> = vec![
+            ("nothing here\n".into(), "needle"),
+            ("a\nb\nc needle\nd needle\n".into(), "needle"),
+            ("a\n\0b needle\n".into(), "needle"),
+            ("needle\n\0\n".into(), "needle"),
+            (format!("{filler}needle at the end"), "needle"),
+            (format!("{filler}\0{filler}needle\n"), "needle"),
+            (format!("{long}\nneedle after a long line\n"), "needle"),
+            (format!("{long}\n{long}\n"), "needle"),
+            ("short needle after the long lines\n".into(), "needle"),
+            (format!("{filler}needle\n{long}\n\0"), "needle"),
+        ];
+        // One searcher for every file in turn, as a search thread uses it.
+        let mut searcher = FileSearcher::default();
+        for (text, query) in &cases {
+            let m = matcher(query, false).unwrap();
+            let mut hits = Vec::new();
+            let outcome = searcher
+                .search(&m, file_of(text.as_bytes()), &NeverStop, |l| {
+                    hits.push((l.line_number, l.column));
+                    true
+                })
+                .unwrap();
+            assert_eq!(
+                (hits, outcome.binary),
+                numbered(text.as_bytes(), query),
+                "{} bytes",
+                text.len()
+            );
+        }
     }
 }

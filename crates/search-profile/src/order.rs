@@ -10,10 +10,14 @@ pub struct PathKey(pub String);
 impl PathKey {
     /// Compares two repo-relative paths component by component.
     pub fn compare(a: &str, b: &str) -> Ordering {
+        PathKey::compare_bytes(a.as_bytes(), b.as_bytes())
+    }
+
+    /// [`PathKey::compare`] on the paths' bytes.
+    pub fn compare_bytes(a: &[u8], b: &[u8]) -> Ordering {
         // The same order as comparing `a.split('/')` with `b.split('/')`, without splitting: at
         // the first differing byte, a `/` ends a component that the other path continues, so the
         // path holding it sorts first. Refreshes compare every path of the corpus this way.
-        let (a, b) = (a.as_bytes(), b.as_bytes());
         match a.iter().zip(b).position(|(x, y)| x != y) {
             None => a.len().cmp(&b.len()),
             Some(i) => match (a[i], b[i]) {

@@ -312,7 +312,9 @@ impl DirCache {
     /// Reads the cache file in `dir`; `None` when it is missing or damaged.
     pub(crate) fn read(dir: &search_profile::RootDir) -> Option<DirCache> {
         let file = dir.open_file(DIR_CACHE).ok()?;
-        let mut bytes = Vec::new();
+        // One read into a buffer of the file's size, not a series of growing copies.
+        let size = file.metadata().map_or(0, |m| m.len().min(MAX_BYTES));
+        let mut bytes = Vec::with_capacity(size as usize + 1);
         std::io::Read::read_to_end(&mut std::io::Read::take(&file, MAX_BYTES), &mut bytes).ok()?;
         decode(&bytes)
     }

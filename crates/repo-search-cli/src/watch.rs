@@ -8,6 +8,9 @@
 //!
 //! - nothing: the index is current; the freshness gate still judges it;
 //! - only files: a refresh of just those paths ([`embedded_index::EmbeddedIndex::refresh_paths`]);
+//! - only files, but more than a targeted refresh handles well (a checkout, a rebase, a pull, a
+//!   build): one stat-based refresh of the whole selection, which the directory cache answers
+//!   without a walk when no directory changed; the watched directories stay as they are;
 //! - anything else (a directory created, removed or renamed; an ignore file anywhere; an event
 //!   queue overflow; a lost cookie; too many paths): the full stat-based refresh, after which
 //!   the watched directories are brought in line with the selection.
@@ -23,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use notify::{Event, EventKind, RecursiveMode, Watcher as _};
 
-/// More changed paths than this are refreshed with one full walk: it is cheaper than a pruned
-/// walk per path, and an event storm (a checkout, a build) is usually one anyway.
+/// More changed paths than this are refreshed as one batch of the whole selection
+/// ([`Plan::Stamps`]): cheaper than a pruned walk for each path.
 const MAX_TARGETED_PATHS: usize = 2000;
 
 /// The prefix of cookie files, which live in the index directory only.
@@ -37,6 +40,9 @@ pub(crate) enum Plan {
     Full,
     /// Only these repo-relative paths may have changed (possibly none).
     Paths(Vec<String>),
+    /// Only files changed, too many to name: refresh the whole selection by its stamps, in one
+    /// batch. No directory was created, removed or renamed, so the watches stay right.
+    Stamps,
 }
 
 /// What the event thread has seen since the last [`Watcher::changes`].
@@ -429,9 +435,10 @@ impl Watcher {
         let paths = std::mem::take(&mut seen.paths);
         let full = std::mem::take(&mut seen.full);
         drop(seen);
-        if !synced || full || paths.len() > MAX_TARGETED_PATHS {
+        if !synced || full {
             return Plan::Full;
         }
+        let storm = paths.len() > MAX_TARGETED_PATHS;
         let watched = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
@@ -447,7 +454,11 @@ impl Watcher {
                 _ => return Plan::Full,
             }
         }
-        Plan::Paths(rel)
+        if storm {
+            Plan::Stamps
+        } else {
+            Plan::Paths(rel)
+        }
     }
 
     fn wait_for(&self, name: &str, timeout: Duration) -> bool {
@@ -576,13 +587,21 @@ mod tests {
         assert!(seen.cookies.is_empty() && seen.waiting.is_empty());
     }
 
-    /// More changed paths than a targeted refresh handles well: one full walk instead.
+    /// More changed files than a targeted refresh handles well (a checkout): one refresh of the
+    /// whole selection by its stamps, without walking to re-watch the directories. A directory
+    /// in the storm still plans the full refresh.
     #[test]
-    fn an_event_storm_plans_a_full_refresh() {
+    fn an_event_storm_of_files_plans_one_batch_refresh() {
         let (_dir, root, w) = setup();
         for i in 0..=super::MAX_TARGETED_PATHS {
             std::fs::write(root.join(format!("src/f{i}.rs")), "x").unwrap();
         }
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Stamps);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        for i in 0..=super::MAX_TARGETED_PATHS {
+            std::fs::write(root.join(format!("src/f{i}.rs")), "y").unwrap();
+        }
+        std::fs::create_dir(root.join("src/new")).unwrap();
         assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
     }
 

@@ -7,7 +7,7 @@
 //! re-include what `.gitignore` excludes, and the walk sees them all.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use index_contract::UnixMillis;
 use search_profile::{FileEntry, PathKey, Selection};
@@ -19,10 +19,6 @@ use crate::snapshot::Snapshot;
 use crate::write::stamp_of;
 use crate::{EmbeddedIndex, EmbeddedIndexError};
 
-/// A commit older than this is re-stamped by a refresh that found nothing changed, so the
-/// freshness gate (60 s by default) sees a recent `updated_at`.
-const TOUCH_AFTER: Duration = Duration::from_secs(5);
-
 /// What a refresh did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshKind {
@@ -30,9 +26,10 @@ pub enum RefreshKind {
     Build,
     /// Files changed and were committed.
     Update,
-    /// Nothing changed; the commit was re-stamped as current.
+    /// No file changed, but HEAD did: the commit was re-stamped with a revision for it.
     Touch,
-    /// Nothing changed and the commit was recent: nothing was written.
+    /// Nothing changed: nothing was written. The commit's status reports it current as of this
+    /// refresh, in this process (the time a re-stamp would have written).
     Fresh,
 }
 
@@ -377,21 +374,21 @@ impl EmbeddedIndex {
     }
 
     /// `Some` when the committed `snap`, whose difference from the selection is `d`, already
-    /// holds exactly the selection, attests `head` and was committed recently.
+    /// holds exactly the selection and attests `head`: then `snap` is marked current as of now.
+    /// Re-stamping the commit would write only the time (a manifest, two fsyncs and the writer
+    /// lock on every refresh after a pause), so the time is kept with the snapshot instead.
     fn fresh_without_writing(snap: &Snapshot, d: &Diff, head: &str) -> Option<RefreshReport> {
         let revision = snap.manifest.source_revision.clone()?;
-        let same_head = Self::attests_head(&revision, head);
-        let recent = snap.manifest.updated_at.is_some_and(|t| {
-            UnixMillis::now().0.saturating_sub(t) < TOUCH_AFTER.as_millis() as u64
-        });
-        (d.upserts.is_empty() && d.removals.is_empty() && same_head && recent).then_some(
-            RefreshReport {
-                kind: RefreshKind::Fresh,
-                upserts: 0,
-                removals: 0,
-                revision,
-            },
-        )
+        if !(d.upserts.is_empty() && d.removals.is_empty() && Self::attests_head(&revision, head)) {
+            return None;
+        }
+        snap.verified(UnixMillis::now().0);
+        Some(RefreshReport {
+            kind: RefreshKind::Fresh,
+            upserts: 0,
+            removals: 0,
+            revision,
+        })
     }
 
     /// Whether `revision` is one this index wrote for `head`.

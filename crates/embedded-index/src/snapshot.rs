@@ -3,6 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use search_profile::PathKey;
 
@@ -19,6 +20,11 @@ pub(crate) struct Snapshot {
     pub(crate) deleted: Vec<HashSet<u32>>,
     /// How many docs are live, over all segments.
     live_count: usize,
+    /// When (ms since the epoch) a refresh of this process last found this very commit to hold
+    /// exactly the selection at its HEAD; 0 when none did. Later than the manifest's `updated_at`,
+    /// it stands in for a re-stamp that would change nothing but the time: the commit stays, and
+    /// nothing is written. Another commit is another snapshot, which starts unverified.
+    verified_at: AtomicU64,
 }
 
 /// Why no committed version could be loaded.
@@ -41,6 +47,7 @@ impl Snapshot {
             segments: Vec::new(),
             deleted: Vec::new(),
             live_count: 0,
+            verified_at: AtomicU64::new(0),
         }
     }
 
@@ -160,6 +167,7 @@ impl Snapshot {
             segments,
             deleted,
             live_count,
+            verified_at: AtomicU64::new(0),
         })
     }
 
@@ -188,6 +196,21 @@ impl Snapshot {
         Err(LoadError::Corrupt)
     }
 
+    /// Records that a refresh found this commit current at `at` (ms since the epoch).
+    pub(crate) fn verified(&self, at: u64) {
+        self.verified_at.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// When this commit was last known to hold the worktree's selection: its commit time, or a
+    /// later refresh of this process that found nothing changed.
+    pub(crate) fn updated_at(&self) -> Option<u64> {
+        let verified = self.verified_at.load(Ordering::Relaxed);
+        match self.manifest.updated_at {
+            Some(t) => Some(t.max(verified)),
+            None => (verified > 0).then_some(verified),
+        }
+    }
+
     pub(crate) fn status(&self) -> IndexStatus {
         IndexStatus {
             state: if self.manifest.generation == 0 {
@@ -196,7 +219,7 @@ impl Snapshot {
                 IndexState::Ready
             },
             source_revision: self.manifest.source_revision.clone(),
-            updated_at: self.manifest.updated_at.map(UnixMillis),
+            updated_at: self.updated_at().map(UnixMillis),
         }
     }
 }

@@ -15,6 +15,12 @@
 //!   queue overflow; a lost cookie; too many paths): the full stat-based refresh, after which
 //!   the watched directories are brought in line with the selection.
 //!
+//! A git operation (a checkout, a rebase, a pull, a commit) holds the git directory's
+//! `index.lock` while it rewrites the worktree: a query that arrives meanwhile waits, up to
+//! [`GIT_BATCH`], until the lock goes, so that the whole operation is refreshed as one batch
+//! rather than half now and half on the next query. A lock that outlives the wait (a git that
+//! died, an editor open under `git commit`) is not waited for again until git takes it anew.
+//!
 //! Where no watcher can be made (no inotify, the watch limit reached), the host refreshes fully
 //! every time, exactly as the one-shot CLI does.
 
@@ -29,6 +35,9 @@ use notify::{Event, EventKind, RecursiveMode, Watcher as _};
 /// More changed paths than this are refreshed as one batch of the whole selection
 /// ([`Plan::Stamps`]): cheaper than a pruned walk for each path.
 const MAX_TARGETED_PATHS: usize = 2000;
+
+/// How long a query waits for a running git operation to release `index.lock`.
+pub(crate) const GIT_BATCH: Duration = Duration::from_secs(1);
 
 /// The prefix of cookie files, which live in the index directory only.
 const COOKIE_PREFIX: &str = "cookie-";
@@ -56,6 +65,8 @@ struct Seen {
     /// cookies and the deletion of ours are not recorded, so the set stays bounded).
     waiting: HashSet<String>,
     cookies: HashSet<String>,
+    /// Git took `index.lock` and has not released it yet.
+    git_busy: bool,
 }
 
 /// The shared state between the event thread and queries.
@@ -63,6 +74,8 @@ struct Shared {
     root: PathBuf,
     index_dir: PathBuf,
     git_dir: PathBuf,
+    /// The lock git holds on its index while an operation rewrites the worktree.
+    git_lock: PathBuf,
     /// Ignore files outside the worktree that decide the selection: the repository's
     /// `info/exclude` and the global excludes file.
     rule_files: Vec<PathBuf>,
@@ -78,6 +91,14 @@ impl Shared {
     /// Events were lost (a queue overflow, a watcher error): only a full walk accounts for them.
     fn lost(&self) {
         self.lock().full = true;
+    }
+
+    /// Git's `index.lock` was created (`taken`) or removed or renamed away.
+    fn git_lock_event(&self, path: &Path, taken: bool) {
+        if path == self.git_lock {
+            self.lock().git_busy = taken;
+            self.arrived.notify_all();
+        }
     }
 
     /// One changed path; `folder` when it names a directory created or removed.
@@ -242,7 +263,15 @@ impl Backend {
                                 .cloned();
                             if let Some(dir) = dir {
                                 let folder = e.mask.contains(inotify::EventMask::ISDIR);
-                                shared.note(dir.join(name), folder);
+                                let path = dir.join(name);
+                                let taken =
+                                    inotify::EventMask::CREATE | inotify::EventMask::MOVED_TO;
+                                let released =
+                                    inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM;
+                                if e.mask.intersects(taken | released) {
+                                    shared.git_lock_event(&path, e.mask.intersects(taken));
+                                }
+                                shared.note(path, folder);
                             }
                         }
                     }
@@ -338,6 +367,7 @@ impl Watcher {
             root: root.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             git_dir: git_dir.to_path_buf(),
+            git_lock: git_dir.join("index.lock"),
             rule_files: rule_files.clone(),
             seen: Mutex::new(Seen {
                 full: true,
@@ -349,6 +379,9 @@ impl Watcher {
         if !backend.watch(index_dir) {
             return None;
         }
+        // The git directory itself, for `index.lock` (its other files are not changes). Without
+        // it, queries only do not wait for a running git operation.
+        backend.watch(git_dir);
         for parent in root.ancestors().skip(1) {
             // A parent that cannot be watched (permissions) is read by every full walk anyway;
             // its ignore files then count only from the next full refresh.
@@ -420,6 +453,7 @@ impl Watcher {
     /// Waits until every event of a write that completed before this call has arrived (or
     /// `timeout` passes, which plans a full refresh), then takes what changed.
     pub(crate) fn changes(&self, timeout: Duration) -> Plan {
+        self.wait_for_git(GIT_BATCH);
         let name = format!(
             "{COOKIE_PREFIX}{}-{}",
             std::process::id(),
@@ -458,6 +492,26 @@ impl Watcher {
             Plan::Stamps
         } else {
             Plan::Paths(rel)
+        }
+    }
+
+    /// Waits until no git operation holds `index.lock`, at most `timeout`; a lock still held
+    /// then is taken for stale, and not waited for again until git takes it anew.
+    fn wait_for_git(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut seen = self.shared.lock();
+        while seen.git_busy {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                seen.git_busy = false;
+                return;
+            }
+            seen = self
+                .shared
+                .arrived
+                .wait_timeout(seen, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -572,6 +626,59 @@ mod tests {
         std::fs::write(root.join(".git/info/other"), "not a rule file").unwrap();
         assert_eq!(w2.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
         drop(w);
+    }
+
+    /// Waits until the watcher has seen git take (or release) its index lock.
+    fn until_git_busy_is(w: &Watcher, busy: bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while w.shared.lock().git_busy != busy {
+            assert!(std::time::Instant::now() < deadline, "no lock event");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A query during a git operation waits for it to end, and takes its changes in one batch.
+    #[test]
+    fn a_query_during_a_git_operation_waits_for_it_to_end() {
+        let (_dir, root, w) = setup();
+        let lock = root.join(".git/index.lock");
+        std::fs::write(&lock, "").unwrap();
+        until_git_busy_is(&w, true);
+        let started = std::time::Instant::now();
+        let plan = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::write(root.join("src/a.rs"), "checked out").unwrap();
+                std::fs::rename(&lock, root.join(".git/index")).unwrap();
+            });
+            w.changes(Duration::from_secs(5))
+        });
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(plan, Plan::Paths(vec!["src/a.rs".into()]));
+    }
+
+    /// A lock git never releases (it died) delays one query by at most the batch wait.
+    #[test]
+    fn a_stale_git_lock_is_waited_for_once() {
+        let (_dir, root, w) = setup();
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        until_git_busy_is(&w, true);
+        let started = std::time::Instant::now();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        let waited = started.elapsed();
+        assert!(waited >= super::GIT_BATCH, "{waited:?}");
+        let started = std::time::Instant::now();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        assert!(
+            started.elapsed() < super::GIT_BATCH,
+            "{:?}",
+            started.elapsed()
+        );
+        // Taken anew: waited for again, until released.
+        std::fs::remove_file(root.join(".git/index.lock")).unwrap();
+        until_git_busy_is(&w, false);
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        until_git_busy_is(&w, true);
     }
 
     /// Cookies are remembered only while a query waits for them.

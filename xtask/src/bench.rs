@@ -181,43 +181,9 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         "index-bench",
     )?;
     let field = |name: &str| json_number(&ours, name);
-    let mut peers = Vec::new();
-    // The third is a selective regex (index-bench's first), given to rg as a regex too.
-    for (q, re) in [
-        ("SYSCALL_DEFINE3(fchmodat", "SYSCALL_DEFINE3\\(fchmodat"),
-        ("EXPORT_SYMBOL_GPL(", "EXPORT_SYMBOL_GPL\\("),
-        ("", "fn\\s+new_[a-z]+\\("),
-    ] {
-        let mut cs = Vec::new();
-        let mut r = Vec::new();
-        for _ in 0..7 {
-            cs.push(
-                time(
-                    Command::new("csearch")
-                        .arg("-l")
-                        .arg(re)
-                        .env("CSEARCHINDEX", &cs_index)
-                        .stdin(Stdio::null()),
-                )?
-                .0,
-            );
-            r.push(
-                time(
-                    Command::new(&rg)
-                        .args(if q.is_empty() {
-                            ["--no-config", "--case-sensitive", "-l", "--regexp", re]
-                        } else {
-                            ["--no-config", "-F", "-l", "--regexp", q]
-                        })
-                        .current_dir(&dir)
-                        .stdin(Stdio::null()),
-                )?
-                .0,
-            );
-        }
-        peers.push((q, median(cs), median(r)));
-    }
-    // The CLI as a process, always fresh (git status, refresh, query), against the peers.
+    // The CLI as a process, always fresh (directory cache, stat, query; no server), and the
+    // peers, in turn within each round (alternating the order) so that the machine's load falls
+    // on all of them alike: one warm-up round, then 11.
     let cli = bin.join("repo-search");
     let cli_dir = root().join("target/corpus/linux.cli-index");
     let _ = std::fs::remove_dir_all(&cli_dir);
@@ -232,27 +198,78 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
             .stdout(Stdio::null()),
     )?
     .0;
+    let mut peers = Vec::new();
     let mut cli_times = Vec::new();
-    for (q, _) in [("SYSCALL_DEFINE3(fchmodat", ()), ("EXPORT_SYMBOL_GPL(", ())] {
-        let mut t = Vec::new();
-        for _ in 0..7 {
-            t.push(
-                time(
-                    Command::new(&cli)
-                        .arg("search")
-                        .arg(q)
-                        .arg("--root")
-                        .arg(&dir)
-                        .arg("--index-dir")
-                        .arg(&cli_dir)
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null()),
-                )?
-                .0,
-            );
+    for (q, re) in [
+        ("SYSCALL_DEFINE3(fchmodat", "SYSCALL_DEFINE3\\(fchmodat"),
+        ("EXPORT_SYMBOL_GPL(", "EXPORT_SYMBOL_GPL\\("),
+    ] {
+        let mut cs = Command::new("csearch");
+        cs.arg("-l")
+            .arg(re)
+            .env("CSEARCHINDEX", &cs_index)
+            .stdin(Stdio::null());
+        let mut r = Command::new(&rg);
+        r.args(["--no-config", "-F", "-l", "--", q])
+            .current_dir(&dir)
+            .stdin(Stdio::null());
+        let mut ours = Command::new(&cli);
+        ours.arg("search")
+            .arg(q)
+            .arg("--no-server")
+            .arg("--root")
+            .arg(&dir)
+            .arg("--index-dir")
+            .arg(&cli_dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut t: [Vec<f64>; 3] = Default::default();
+        for round in 0..12 {
+            let mut order = [0usize, 1, 2];
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for k in order {
+                let cmd = match k {
+                    0 => &mut cs,
+                    1 => &mut r,
+                    _ => &mut ours,
+                };
+                let ms = time(cmd)?.0;
+                if round > 0 {
+                    t[k].push(ms);
+                }
+            }
         }
-        cli_times.push(median(t));
+        let [cs, r, ours] = t;
+        peers.push((q, median(cs), median(r)));
+        cli_times.push(median(ours));
     }
+    // The third peer row is a selective regex (index-bench's first), given to both as a regex.
+    let re = "fn\\s+new_[a-z]+\\(";
+    let (mut cs, mut r) = (Vec::new(), Vec::new());
+    for round in 0..8 {
+        let c = time(
+            Command::new("csearch")
+                .arg("-l")
+                .arg(re)
+                .env("CSEARCHINDEX", &cs_index)
+                .stdin(Stdio::null()),
+        )?
+        .0;
+        let g = time(
+            Command::new(&rg)
+                .args(["--no-config", "--case-sensitive", "-l", "--regexp", re])
+                .current_dir(&dir)
+                .stdin(Stdio::null()),
+        )?
+        .0;
+        if round > 0 {
+            cs.push(c);
+            r.push(g);
+        }
+    }
+    peers.push(("", median(cs), median(r)));
     // `search` through a running `repo-search serve` (a watching host on a socket).
     let mut server = Command::new(&cli)
         .arg("serve")
@@ -295,7 +312,8 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
             .arg(&cli)
             .arg(&dir)
             .arg(&cli_dir)
-            .arg("SYSCALL_DEFINE3(fchmodat"),
+            .arg("SYSCALL_DEFINE3(fchmodat")
+            .arg(&rg),
         "mcp-probe",
     )?;
     let mcp_field = |name: &str| json_number(&mcp, name);
@@ -408,10 +426,16 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         "MCP writes missed (must be 0)",
         mcp_field("after_write_misses")
     );
+    // The peers of the MCP call ran in turn with it, in the probe.
     row(
         "MCP literal call, p50 ms (peer: rg -l)",
         mcp_field("literal_p50_ms"),
-        peers[0].2,
+        mcp_field("rg_l_p50_ms"),
+    );
+    row(
+        "MCP literal call, p50 ms (peer: rg -n)",
+        mcp_field("literal_p50_ms"),
+        mcp_field("rg_n_p50_ms"),
     );
     println!(
         "{:<44} {:>12.1}",

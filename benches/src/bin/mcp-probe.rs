@@ -1,11 +1,14 @@
 //! Times `repo-search mcp` as an agent sees it: `tools/call` latencies over stdio on one
 //! worktree, for `cargo xtask bench --corpus linux`.
 //!
-//! `mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY` prints one JSON object:
+//! `mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY [RG]` prints one JSON object:
 //! - `unchanged_p50_ms`, `unchanged_p95_ms`: `indexed_literal` calls with nothing changed;
 //! - `after_write_p50_ms`, `after_write_p95_ms`: a file written just before each call, whose
 //!   marker the call must find (`after_write_misses` counts the calls that did not);
-//! - `literal_p50_ms`: `literal` calls of the rare query.
+//! - `literal_p50_ms`: `literal` calls of the rare query (11);
+//! - with `RG`: `rg_l_p50_ms` and `rg_n_p50_ms`, `rg -F -l` and `rg -F -n` processes for the same
+//!   query, run in turn with the `literal` calls (alternating the order) so that the machine's
+//!   load falls on all three alike.
 //!
 //! The probe writes one scratch file at the root and removes it at the end.
 
@@ -58,9 +61,13 @@ fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [bin, root, index_dir, rare] = &args[..] else {
-        eprintln!("usage: mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY");
-        std::process::exit(2);
+    let (bin, root, index_dir, rare, rg) = match &args[..] {
+        [b, r, i, q] => (b, r, i, q, None),
+        [b, r, i, q, rg] => (b, r, i, q, Some(rg)),
+        _ => {
+            eprintln!("usage: mcp-probe REPO_SEARCH ROOT INDEX_DIR RARE_QUERY [RG]");
+            std::process::exit(2);
+        }
     };
     let mut child = Command::new(bin)
         .args(["mcp", "--root", root, "--index-dir", index_dir])
@@ -110,13 +117,43 @@ fn main() {
         after_write.push(ms);
     }
     let _ = std::fs::remove_file(&scratch);
-    let literal: Vec<f64> = (0..11)
-        .map(|_| {
-            server
-                .call(json!({"query": rare, "mode": "literal", "max_results": 100}))
-                .0
-        })
-        .collect();
+    let rg_run = |flag: &str| -> f64 {
+        let Some(rg) = rg else { return f64::NAN };
+        let started = Instant::now();
+        let status = Command::new(rg)
+            .args(["--no-config", "-F", flag, "--", rare])
+            .current_dir(root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .expect("run rg");
+        assert!(status.code() == Some(0), "rg {flag} found nothing");
+        started.elapsed().as_secs_f64() * 1000.0
+    };
+    let (mut literal, mut rg_l, mut rg_n) = (Vec::new(), Vec::new(), Vec::new());
+    // One warm-up of each, then 11 rounds; every other round runs the peers first.
+    for round in 0..12 {
+        let mut ours = || {
+            let (ms, v) =
+                server.call(json!({"query": rare, "mode": "literal", "max_results": 100}));
+            let hits = v["result"]["structuredContent"]["hits"]
+                .as_array()
+                .map_or(0, Vec::len);
+            assert!(hits > 0, "the literal call found nothing");
+            ms
+        };
+        let (o, l, n) = if round % 2 == 0 {
+            (ours(), rg_run("-l"), rg_run("-n"))
+        } else {
+            let (n, l) = (rg_run("-n"), rg_run("-l"));
+            (ours(), l, n)
+        };
+        if round > 0 {
+            literal.push(o);
+            rg_l.push(l);
+            rg_n.push(n);
+        }
+    }
     drop(server.stdin);
     let _ = server.child.wait();
     println!(
@@ -128,6 +165,8 @@ fn main() {
             "after_write_p95_ms": percentile(after_write, 0.95),
             "after_write_misses": misses,
             "literal_p50_ms": percentile(literal, 0.5),
+            "rg_l_p50_ms": percentile(rg_l, 0.5),
+            "rg_n_p50_ms": percentile(rg_n, 0.5),
         })
     );
 }

@@ -13,8 +13,14 @@
 //! walks. Any doubt (a missing or damaged cache file, a changed stamp) means a full walk, which
 //! writes a new cache. The cache file is an optimisation only: it is written without a lock, by a
 //! temporary name and a rename, and each one describes one complete walk.
+//!
+//! The file is read in one piece and not parsed file by file: the paths are one block of text
+//! with a table of fixed-width offsets, and a second table lists the files of each directory, so
+//! a refresh opens each directory once, checks its stamp through the open directory and `stat`s
+//! the names in it. No path is allocated until one has changed.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::segment::Stamp;
@@ -22,34 +28,38 @@ use crate::write::stamp_of;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
-const MAGIC: &[u8; 8] = b"RSDIRC\0\x01";
+const MAGIC: &[u8; 8] = b"RSDIRC\0\x02";
 /// Names of the ignore files the walk reads in each directory.
 const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
 const RACY: Duration = Duration::from_secs(2);
+/// A cache file larger than this is damage: it is refused before it is read.
+const MAX_BYTES: u64 = 1 << 30;
 
 /// What one complete walk saw.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct DirCache {
     /// Rule files outside the selected directories, absolute, with their stamps (`None`: absent).
     rules: Vec<(PathBuf, Option<Stamp>)>,
-    /// Every selected directory (repo-relative) with its stamp.
-    dirs: Vec<(String, Stamp)>,
+    /// Every selected directory (repo-relative) with its stamp and how many selected files it
+    /// holds directly.
+    dirs: Vec<(String, Stamp, u32)>,
     /// Ignore files inside selected directories (repo-relative) with their stamps.
     ignore_files: Vec<(String, Stamp)>,
-    /// The selected files, in path order.
-    pub(crate) files: Vec<String>,
+    /// The selected files' paths, in path order, one after the other.
+    text: String,
+    /// Where each path starts in `text`, and where the last one ends (`files + 1` entries).
+    starts: Vec<u32>,
+    /// The files (indexes in path order) grouped by directory, in the order of `dirs`.
+    by_dir: Vec<u32>,
 }
 
 fn lstat(path: &Path) -> Option<Stamp> {
     std::fs::symlink_metadata(path).ok().map(|m| stamp_of(&m))
 }
 
-fn rel_join(root: &Path, rel: &str) -> PathBuf {
-    if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(rel)
-    }
+/// The directory part of a repo-relative path (`""` at the root).
+fn parent(rel: &str) -> &str {
+    rel.rfind('/').map_or("", |at| &rel[..at])
 }
 
 /// The rule files outside the tree that decide the selection of `root`, and those of each
@@ -87,14 +97,22 @@ fn rule_paths(root: &Path, repo_dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
+fn rel_join(root: &Path, rel: &str) -> PathBuf {
+    if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    }
+}
+
 impl DirCache {
-    /// Records a complete walk of `root` that selected `files` and entered `dirs` (both
-    /// repo-relative, with the stamps the walk saw). `None` when a directory is too young to
-    /// vouch for itself, or changed while it was recorded.
+    /// Records a complete walk of `root` that selected `files` (in path order) and entered `dirs`
+    /// (both repo-relative, with the stamps the walk saw). `None` when a directory is too young
+    /// to vouch for itself, changed while it was recorded, or does not account for a file.
     pub(crate) fn record(
         root: &Path,
-        files: Vec<String>,
-        dirs: Vec<(String, Stamp)>,
+        files: &[String],
+        mut dirs: Vec<(String, Stamp)>,
         walked_at: SystemTime,
     ) -> Option<DirCache> {
         let oldest_trusted = walked_at
@@ -105,6 +123,7 @@ impl DirCache {
         // Anything changed since shortly before the walk began may have changed after the walk
         // read it: only older stamps can vouch for what the walk saw.
         let settled = |s: &Stamp| s.mtime_ns < oldest_trusted && s.ctime_ns < oldest_trusted;
+        dirs.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
         let mut repo_dirs = Vec::new();
         let mut ignore_files = Vec::new();
         for (rel, stamp) in &dirs {
@@ -137,40 +156,166 @@ impl DirCache {
             }
             rules.push((p, s));
         }
+        DirCache::from_parts(rules, dirs, ignore_files, files)
+    }
+
+    /// The cache of a walk that selected `files` (in path order) in `dirs` (in path order), with
+    /// these rules: `None` when a file's directory is not among `dirs`.
+    fn from_parts(
+        rules: Vec<(PathBuf, Option<Stamp>)>,
+        dirs: Vec<(String, Stamp)>,
+        ignore_files: Vec<(String, Stamp)>,
+        files: &[String],
+    ) -> Option<DirCache> {
+        // Group the files by directory: each file's directory must be one the walk entered.
+        let slot: std::collections::HashMap<&str, usize> = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, (rel, _))| (rel.as_str(), i))
+            .collect();
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); dirs.len()];
+        let mut text = String::new();
+        let mut starts = Vec::with_capacity(files.len() + 1);
+        for (i, f) in files.iter().enumerate() {
+            groups[*slot.get(parent(f))?].push(u32::try_from(i).ok()?);
+            starts.push(u32::try_from(text.len()).ok()?);
+            text.push_str(f);
+        }
+        starts.push(u32::try_from(text.len()).ok()?);
+        let dirs = dirs
+            .into_iter()
+            .zip(&groups)
+            .map(|((rel, s), g)| (rel, s, g.len() as u32))
+            .collect();
         Some(DirCache {
             rules,
             dirs,
             ignore_files,
-            files,
+            text,
+            starts,
+            by_dir: groups.concat(),
         })
     }
 
-    /// Whether every recorded stamp still holds, checked on `threads` threads.
-    pub(crate) fn still_holds(&self, root: &Path, threads: usize) -> bool {
-        let rules_hold = self.rules.iter().all(|(p, s)| lstat(p) == *s);
-        if !rules_hold {
-            return false;
+    /// How many files the walk selected.
+    pub(crate) fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The path of file `i` (< `len()`), in path order.
+    pub(crate) fn path(&self, i: usize) -> &str {
+        // Checked when read: every start is a character boundary, in order.
+        self.text
+            .get(self.starts[i] as usize..self.starts[i + 1] as usize)
+            .unwrap_or("")
+    }
+
+    /// The selection's stamps now, in path order, on `threads` threads; `None` when any recorded
+    /// stamp of a rule, a directory or an ignore file changed, or a file is gone or no longer
+    /// regular: then the selection may have changed, and the tree must be walked.
+    ///
+    /// Each directory is opened once (through `worktree`, without following a symlink); its
+    /// stamp, its ignore files' and its files' are read through that one handle.
+    pub(crate) fn stamps_if_holding(
+        &self,
+        worktree: &search_profile::RootDir,
+        threads: usize,
+    ) -> Option<Vec<Stamp>> {
+        if !self.rules.iter().all(|(p, s)| lstat(p) == *s) {
+            return None;
         }
-        let dirs = crate::parallel::map(
+        let mut ignore_of: Vec<Vec<(&str, Stamp)>> = vec![Vec::new(); self.dirs.len()];
+        for (rel, s) in &self.ignore_files {
+            let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            let at = self
+                .dirs
+                .binary_search_by(|(d, _, _)| search_profile::PathKey::compare(d, dir))
+                .ok()?;
+            ignore_of[at].push((name, *s));
+        }
+        // Where each directory's files start in `by_dir`.
+        let mut first = Vec::with_capacity(self.dirs.len());
+        let mut at = 0usize;
+        for (_, _, n) in &self.dirs {
+            first.push(at);
+            at += *n as usize;
+        }
+        let doubt = AtomicBool::new(false);
+        let found = crate::parallel::map(
             &self.dirs,
             threads,
-            || (),
-            |_, (rel, s), ()| lstat(&rel_join(root, rel)) == Some(*s),
-        );
-        let ignore = crate::parallel::map(
-            &self.ignore_files,
-            threads,
-            || (),
-            |_, (rel, s), ()| lstat(&root.join(rel)) == Some(*s),
-        );
-        matches!((dirs, ignore), (Ok(d), Ok(i)) if d.iter().all(|&b| b) && i.iter().all(|&b| b))
+            Vec::new,
+            |d, (rel, stamp, n), names: &mut Vec<&str>| -> Option<Vec<Stamp>> {
+                if doubt.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let ids = &self.by_dir[first[d]..first[d] + *n as usize];
+                names.clear();
+                names.push(".");
+                names.extend(ignore_of[d].iter().map(|(n, _)| *n));
+                for &i in ids {
+                    let path = self.path(i as usize);
+                    // The name must be a direct child of this directory: a damaged table is
+                    // doubt, never a stamp read for the wrong file.
+                    let name = match rel.as_str() {
+                        "" => Some(path),
+                        r => path.strip_prefix(r).and_then(|p| p.strip_prefix('/')),
+                    };
+                    match name {
+                        Some(n) if !n.is_empty() && !n.contains('/') => names.push(n),
+                        _ => {
+                            doubt.store(true, Ordering::Relaxed);
+                            return None;
+                        }
+                    }
+                }
+                let stats = worktree.stat_entries(rel, names);
+                let as_stamp = |s: &search_profile::EntryStat| Stamp {
+                    len: s.len,
+                    mtime_ns: s.mtime_ns,
+                    ctime_ns: s.ctime_ns,
+                    ino: s.ino,
+                };
+                let (own, rest) = stats.split_first()?;
+                let (ignores, files) = rest.split_at(ignore_of[d].len());
+                let holds = own.is_some_and(|s| !s.is_file && as_stamp(&s) == *stamp)
+                    && ignores
+                        .iter()
+                        .zip(&ignore_of[d])
+                        .all(|(got, (_, want))| got.is_some_and(|s| as_stamp(&s) == *want));
+                // A file that is gone or no longer regular, though its directory's stamp held:
+                // doubt, so the tree is walked.
+                let stamps: Option<Vec<Stamp>> = files
+                    .iter()
+                    .map(|s| s.filter(|s| s.is_file).map(|s| as_stamp(&s)))
+                    .collect();
+                match stamps {
+                    Some(stamps) if holds => Some(stamps),
+                    _ => {
+                        doubt.store(true, Ordering::Relaxed);
+                        None
+                    }
+                }
+            },
+        )
+        .ok()?;
+        let mut out = vec![Stamp::default(); self.len()];
+        for ((_, _, n), (from, stamps)) in self.dirs.iter().zip(first.iter().zip(found)) {
+            let stamps = stamps?;
+            for (&i, s) in self.by_dir[*from..*from + *n as usize].iter().zip(stamps) {
+                out[i as usize] = s;
+            }
+        }
+        Some(out)
     }
 
     /// Reads the cache file in `dir`; `None` when it is missing or damaged.
     pub(crate) fn read(dir: &search_profile::RootDir) -> Option<DirCache> {
         let file = dir.open_file(DIR_CACHE).ok()?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(&file, 1 << 30), &mut bytes).ok()?;
+        // One read into a buffer of the file's size, not a series of growing copies.
+        let size = file.metadata().map_or(0, |m| m.len().min(MAX_BYTES));
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        std::io::Read::read_to_end(&mut std::io::Read::take(&file, MAX_BYTES), &mut bytes).ok()?;
         decode(&bytes)
     }
 
@@ -189,8 +334,12 @@ impl DirCache {
     }
 }
 
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    put_u32(out, s.len() as u32);
     out.extend_from_slice(s.as_bytes());
 }
 
@@ -200,25 +349,33 @@ fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
     }
 }
 
+/// The file: magic; rules; directories (path, stamp, file count); ignore files; the file count,
+/// then `files + 1` path starts and `files` indexes grouped by directory (all u32, little
+/// endian); the paths' text; a crc32 of everything before it.
 fn encode(c: &DirCache) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
-    out.extend_from_slice(&(c.rules.len() as u32).to_le_bytes());
+    put_u32(&mut out, c.rules.len() as u32);
     for (p, s) in &c.rules {
         put_str(&mut out, &p.to_string_lossy());
         out.push(u8::from(s.is_some()));
         put_stamp(&mut out, &s.unwrap_or_default());
     }
-    for list in [&c.dirs, &c.ignore_files] {
-        out.extend_from_slice(&(list.len() as u32).to_le_bytes());
-        for (p, s) in list {
-            put_str(&mut out, p);
-            put_stamp(&mut out, s);
-        }
+    put_u32(&mut out, c.dirs.len() as u32);
+    for (p, s, n) in &c.dirs {
+        put_str(&mut out, p);
+        put_stamp(&mut out, s);
+        put_u32(&mut out, *n);
     }
-    out.extend_from_slice(&(c.files.len() as u32).to_le_bytes());
-    for f in &c.files {
-        put_str(&mut out, f);
+    put_u32(&mut out, c.ignore_files.len() as u32);
+    for (p, s) in &c.ignore_files {
+        put_str(&mut out, p);
+        put_stamp(&mut out, s);
     }
+    put_u32(&mut out, c.len() as u32);
+    for v in c.starts.iter().chain(&c.by_dir) {
+        put_u32(&mut out, *v);
+    }
+    out.extend_from_slice(c.text.as_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -253,6 +410,15 @@ impl Reader<'_> {
             ino: self.u64()?,
         })
     }
+    /// `n` little-endian u32s.
+    fn u32s(&mut self, n: usize) -> Option<Vec<u32>> {
+        let b = self.take(n.checked_mul(4)?)?;
+        Some(
+            b.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
 }
 
 fn decode(bytes: &[u8]) -> Option<DirCache> {
@@ -272,15 +438,27 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
         let s = r.stamp()?;
         c.rules.push((p, present.then_some(s)));
     }
-    for list in [&mut c.dirs, &mut c.ignore_files] {
-        for _ in 0..r.u32()? {
-            list.push((r.string()?, r.stamp()?));
-        }
+    for _ in 0..r.u32()? {
+        c.dirs.push((r.string()?, r.stamp()?, r.u32()?));
     }
     for _ in 0..r.u32()? {
-        c.files.push(r.string()?);
+        c.ignore_files.push((r.string()?, r.stamp()?));
     }
-    (r.at == body.len()).then_some(c)
+    let files = r.u32()? as usize;
+    c.starts = r.u32s(files.checked_add(1)?)?;
+    c.by_dir = r.u32s(files)?;
+    c.text = String::from_utf8(r.take(body.len() - r.at)?.to_vec()).ok()?;
+    // Every path lies in the text, in order, between character boundaries; every directory's
+    // files add up to all of them, and each names a file.
+    let in_order = c.starts.first() == Some(&0)
+        && c.starts.last().is_some_and(|&e| e as usize == c.text.len())
+        && c.starts.windows(2).all(|w| w[0] <= w[1])
+        && c.starts
+            .iter()
+            .all(|&s| c.text.is_char_boundary(s as usize));
+    let grouped = c.dirs.iter().map(|d| d.2 as usize).sum::<usize>() == files
+        && c.by_dir.iter().all(|&i| (i as usize) < files);
+    (in_order && grouped).then_some(c)
 }
 
 #[cfg(test)]
@@ -288,23 +466,34 @@ mod tests {
     use super::{DirCache, decode, encode};
     use crate::segment::Stamp;
 
-    #[test]
-    fn the_cache_file_round_trips_and_damage_is_refused() {
-        let s = |n: u64| Stamp {
+    fn s(n: u64) -> Stamp {
+        Stamp {
             len: n,
             mtime_ns: n + 1,
             ctime_ns: n + 2,
             ino: n + 3,
-        };
-        let c = DirCache {
-            rules: vec![
+        }
+    }
+
+    #[test]
+    fn the_cache_file_round_trips_and_damage_is_refused() {
+        let c = DirCache::from_parts(
+            vec![
                 ("/a/.ignore".into(), None),
                 ("/a/.gitconfig".into(), Some(s(1))),
             ],
-            dirs: vec![(String::new(), s(2)), ("src".into(), s(3))],
-            ignore_files: vec![(".gitignore".into(), s(4))],
-            files: vec!["a.txt".into(), "src/b.rs".into(), "名前.md".into()],
-        };
+            vec![(String::new(), s(2)), ("src".into(), s(3))],
+            vec![(".gitignore".into(), s(4))],
+            &["a.txt".into(), "src/b.rs".into(), "名前.md".into()],
+        )
+        .expect("every file's directory was walked");
+        assert_eq!(c.len(), 3);
+        assert_eq!(
+            (0..3).map(|i| c.path(i)).collect::<Vec<_>>(),
+            ["a.txt", "src/b.rs", "名前.md"]
+        );
+        // The root's files first, then those of `src`.
+        assert_eq!(c.by_dir, [0, 2, 1]);
         let bytes = encode(&c);
         assert_eq!(decode(&bytes), Some(c));
         for at in 0..bytes.len() {
@@ -314,5 +503,16 @@ mod tests {
         }
         assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(decode(b""), None);
+    }
+
+    #[test]
+    fn a_file_outside_every_walked_directory_is_not_recorded() {
+        let c = DirCache::from_parts(
+            Vec::new(),
+            vec![(String::new(), s(2))],
+            Vec::new(),
+            &["a.txt".into(), "lost/b.rs".into()],
+        );
+        assert_eq!(c, None);
     }
 }

@@ -7,7 +7,7 @@
 //! re-include what `.gitignore` excludes, and the walk sees them all.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use index_contract::UnixMillis;
 use search_profile::{FileEntry, PathKey, Selection};
@@ -19,10 +19,6 @@ use crate::snapshot::Snapshot;
 use crate::write::stamp_of;
 use crate::{EmbeddedIndex, EmbeddedIndexError};
 
-/// A commit older than this is re-stamped by a refresh that found nothing changed, so the
-/// freshness gate (60 s by default) sees a recent `updated_at`.
-const TOUCH_AFTER: Duration = Duration::from_secs(5);
-
 /// What a refresh did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefreshKind {
@@ -30,9 +26,10 @@ pub enum RefreshKind {
     Build,
     /// Files changed and were committed.
     Update,
-    /// Nothing changed; the commit was re-stamped as current.
+    /// No file changed, but HEAD did: the commit was re-stamped with a revision for it.
     Touch,
-    /// Nothing changed and the commit was recent: nothing was written.
+    /// Nothing changed: nothing was written. The commit's status reports it current as of this
+    /// refresh, in this process (the time a re-stamp would have written).
     Fresh,
 }
 
@@ -58,6 +55,45 @@ enum Extent<'a> {
     Paths(&'a [String]),
 }
 
+/// The selection a walk saw, each file with its stamp, in path order: a list the walk built, or
+/// the directory cache's paths with the stamps just read.
+enum Selected {
+    Walked(Vec<(String, Stamp)>),
+    Cached(DirCache, Vec<Stamp>),
+}
+
+impl Selected {
+    fn len(&self) -> usize {
+        match self {
+            Selected::Walked(v) => v.len(),
+            Selected::Cached(_, stamps) => stamps.len(),
+        }
+    }
+
+    /// File `i` (< `len()`) and its stamp.
+    fn get(&self, i: usize) -> (&str, &Stamp) {
+        match self {
+            Selected::Walked(v) => (v[i].0.as_str(), &v[i].1),
+            Selected::Cached(c, stamps) => (c.path(i), &stamps[i]),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &Stamp)> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    fn into_vec(self) -> Vec<(String, Stamp)> {
+        match self {
+            Selected::Walked(v) => v,
+            Selected::Cached(c, stamps) => stamps
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (c.path(i).to_owned(), s))
+                .collect(),
+        }
+    }
+}
+
 /// Files to read again and files to remove.
 #[derive(Debug, Default)]
 struct Diff {
@@ -68,7 +104,7 @@ struct Diff {
 impl EmbeddedIndex {
     /// The selection now, each file with the stamp the walk saw, in path order.
     pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
-        Ok(self.walk(Extent::Whole)?.0)
+        Ok(self.walk(Extent::Whole)?.0.into_vec())
     }
 
     /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
@@ -77,18 +113,21 @@ impl EmbeddedIndex {
     ///
     /// Also says whether the walk was complete (no directory failed to list): what an incomplete
     /// walk did not see must not be removed.
-    fn walk(&self, extent: Extent<'_>) -> Result<(Vec<(String, Stamp)>, bool), EmbeddedIndexError> {
+    fn walk(&self, extent: Extent<'_>) -> Result<(Selected, bool), EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
         let mut selection = Selection::new(&self.root).threads(threads);
         if let Extent::Whole = extent {
-            if let Some(selected) = self.cached_selection(threads) {
-                return Ok((selected, true));
+            if let Some(cache) = DirCache::read(&self.dir())
+                && let Some(stamps) = cache.stamps_if_holding(&self.worktree(), threads)
+            {
+                return Ok((Selected::Cached(cache, stamps), true));
             }
-            return Ok(self.walk_and_record(&selection));
+            let (walked, complete) = self.walk_and_record(&selection);
+            return Ok((Selected::Walked(walked), complete));
         }
         if let Extent::Paths(paths) = extent {
             if paths.is_empty() {
-                return Ok((Vec::new(), true));
+                return Ok((Selected::Walked(Vec::new()), true));
             }
             let mut dirs: HashSet<String> = HashSet::new();
             for p in paths {
@@ -109,55 +148,9 @@ impl EmbeddedIndex {
                 }
             });
         }
-        Ok(selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m))))
-    }
-
-    /// The selection from the directory cache, each file freshly stamped, when every stamp the
-    /// cache recorded still holds; `None` when the tree must be walked.
-    fn cached_selection(&self, threads: usize) -> Option<Vec<(String, Stamp)>> {
-        let cache = DirCache::read(&self.dir())?;
-        if !cache.still_holds(&self.root, threads) {
-            return None;
-        }
-        // One directory lookup per directory, then an `lstat` per name in it.
-        let mut by_dir: std::collections::HashMap<&str, Vec<usize>> = Default::default();
-        for (i, f) in cache.files.iter().enumerate() {
-            let dir = f.rfind('/').map_or("", |at| &f[..at]);
-            by_dir.entry(dir).or_default().push(i);
-        }
-        let groups: Vec<(&str, Vec<usize>)> = by_dir.into_iter().collect();
-        let worktree = self.worktree();
-        let stats = crate::parallel::map(
-            &groups,
-            threads,
-            || (),
-            |_, (dir, ids), ()| {
-                let names: Vec<&str> = ids
-                    .iter()
-                    .map(|&i| {
-                        let f = cache.files[i].as_str();
-                        f.rfind('/').map_or(f, |at| &f[at + 1..])
-                    })
-                    .collect();
-                worktree.stat_entries(dir, &names)
-            },
-        )
-        .ok()?;
-        let mut stamps: Vec<Option<Stamp>> = vec![None; cache.files.len()];
-        for ((_, ids), found) in groups.iter().zip(stats) {
-            for (&i, st) in ids.iter().zip(found) {
-                // A file that is gone or no longer regular, though its directory's stamp held:
-                // doubt, so the tree is walked.
-                stamps[i] = st.filter(|s| s.is_file).map(|s| Stamp {
-                    len: s.len,
-                    mtime_ns: s.mtime_ns,
-                    ctime_ns: s.ctime_ns,
-                    ino: s.ino,
-                });
-            }
-        }
-        let stamps: Option<Vec<Stamp>> = stamps.into_iter().collect();
-        Some(cache.files.into_iter().zip(stamps?).collect())
+        let (walked, complete) =
+            selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m)));
+        Ok((Selected::Walked(walked), complete))
     }
 
     /// Walks the whole selection, and records what it saw in the directory cache when the walk
@@ -195,15 +188,15 @@ impl EmbeddedIndex {
         let complete = complete.into_inner();
         if complete {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
-            let names = files.iter().map(|(p, _)| p.clone()).collect();
-            if let Some(cache) = DirCache::record(&self.root, names, dirs, walked_at) {
+            let names: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+            if let Some(cache) = DirCache::record(&self.root, &names, dirs, walked_at) {
                 cache.write(self.dir().path());
             }
         }
         (files, complete)
     }
 
-    fn diff(snap: &Snapshot, selected: &[(String, Stamp)], extent: Extent<'_>) -> Diff {
+    fn diff(snap: &Snapshot, selected: &Selected, extent: Extent<'_>) -> Diff {
         let mut d = Diff::default();
         // A racy file is read again until its stamp can vouch for it. An unreadable one is not
         // read again until its stamp changes (a `chmod` changes its ctime): queries verify it
@@ -215,13 +208,13 @@ impl EmbeddedIndex {
         match extent {
             // Only the named paths were looked at: of the rest, none is gone.
             Extent::Paths(paths) => {
-                for (path, stamp) in selected {
+                for (path, stamp) in selected.iter() {
                     match snap.find(path) {
                         Some((si, id)) if !changed(si, id, stamp) => {}
-                        _ => d.upserts.push((path.clone(), *stamp)),
+                        _ => d.upserts.push((path.to_owned(), *stamp)),
                     }
                 }
-                let now: HashSet<&str> = selected.iter().map(|(p, _)| p.as_str()).collect();
+                let now: HashSet<&str> = selected.iter().map(|(p, _)| p).collect();
                 d.removals = paths
                     .iter()
                     .filter(|p| !now.contains(p.as_str()) && snap.find(p).is_some())
@@ -233,7 +226,7 @@ impl EmbeddedIndex {
             // Both sides are in path order: one merge-join, no map of the corpus.
             Extent::Whole => {
                 let mut live = snap.live_docs().peekable();
-                for (path, stamp) in selected {
+                for (path, stamp) in selected.iter() {
                     while let Some(&(p, _, _)) = live.peek() {
                         if PathKey::compare(p, path) == std::cmp::Ordering::Less {
                             d.removals.push(p.to_owned());
@@ -246,10 +239,10 @@ impl EmbeddedIndex {
                         Some(&(p, si, id)) if p == path => {
                             live.next();
                             if changed(si, id, stamp) {
-                                d.upserts.push((path.clone(), *stamp));
+                                d.upserts.push((path.to_owned(), *stamp));
                             }
                         }
-                        _ => d.upserts.push((path.clone(), *stamp)),
+                        _ => d.upserts.push((path.to_owned(), *stamp)),
                     }
                 }
                 d.removals.extend(live.map(|(p, _, _)| p.to_owned()));
@@ -317,16 +310,24 @@ impl EmbeddedIndex {
             }
         }
         let (selected, complete) = self.walk(extent)?;
-        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
+        let seen = self.snapshot();
+        let seen_diff = seen.as_ref().map(|s| Self::diff(s, &selected, extent));
+        if let (Some(s), Some(d)) = (&seen, &seen_diff)
+            && let Some(report) = Self::fresh_without_writing(s, d, head)
+        {
             return Ok(report);
         }
         let _lock = self.lock(deadline)?;
         // Another process may have committed while this one waited: judge against the latest.
-        if let Some(report) = self.fresh_without_writing(&selected, extent, head) {
+        let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
+        let mut d = match (seen, seen_diff) {
+            // The same commit as before the lock: the diff is the same.
+            (Some(s), Some(d)) if s.manifest == snap.manifest => d,
+            _ => Self::diff(&snap, &selected, extent),
+        };
+        if let Some(report) = Self::fresh_without_writing(&snap, &d, head) {
             return Ok(report);
         }
-        let snap = self.snapshot().ok_or(EmbeddedIndexError::Corrupt)?;
-        let mut d = Self::diff(&snap, &selected, extent);
         if !complete {
             // A directory could not be listed: its files are not known to be gone.
             d.removals.clear();
@@ -336,6 +337,7 @@ impl EmbeddedIndex {
         // would remove, so that it never removes a file that is selected.
         if !d.removals.is_empty() {
             let (now, complete) = self.walk(Extent::Paths(&d.removals))?;
+            let now = now.into_vec();
             let still: HashSet<&str> = now.iter().map(|(p, _)| p.as_str()).collect();
             if complete {
                 d.removals.retain(|p| !still.contains(p.as_str()));
@@ -371,29 +373,22 @@ impl EmbeddedIndex {
         })
     }
 
-    /// `Some` when the committed index already holds exactly `selected`, attests `head` and was
-    /// committed recently.
-    fn fresh_without_writing(
-        &self,
-        selected: &[(String, Stamp)],
-        extent: Extent<'_>,
-        head: &str,
-    ) -> Option<RefreshReport> {
-        let snap = self.snapshot()?;
-        let d = Self::diff(&snap, selected, extent);
+    /// `Some` when the committed `snap`, whose difference from the selection is `d`, already
+    /// holds exactly the selection and attests `head`: then `snap` is marked current as of now.
+    /// Re-stamping the commit would write only the time (a manifest, two fsyncs and the writer
+    /// lock on every refresh after a pause), so the time is kept with the snapshot instead.
+    fn fresh_without_writing(snap: &Snapshot, d: &Diff, head: &str) -> Option<RefreshReport> {
         let revision = snap.manifest.source_revision.clone()?;
-        let same_head = Self::attests_head(&revision, head);
-        let recent = snap.manifest.updated_at.is_some_and(|t| {
-            UnixMillis::now().0.saturating_sub(t) < TOUCH_AFTER.as_millis() as u64
-        });
-        (d.upserts.is_empty() && d.removals.is_empty() && same_head && recent).then_some(
-            RefreshReport {
-                kind: RefreshKind::Fresh,
-                upserts: 0,
-                removals: 0,
-                revision,
-            },
-        )
+        if !(d.upserts.is_empty() && d.removals.is_empty() && Self::attests_head(&revision, head)) {
+            return None;
+        }
+        snap.verified(UnixMillis::now().0);
+        Some(RefreshReport {
+            kind: RefreshKind::Fresh,
+            upserts: 0,
+            removals: 0,
+            revision,
+        })
     }
 
     /// Whether `revision` is one this index wrote for `head`.

@@ -332,13 +332,17 @@ impl Segment {
         if seg.n_docs > 0 && paths_bytes_start + last + meta_bytes != seg.dict_off {
             return Err(SegmentError::Corrupt);
         }
+        // All paths are checked as one text, then each must lie between two of its character
+        // boundaries: one pass over the bytes, not one per path.
+        let text = if seg.n_docs > 0 {
+            std::str::from_utf8(&seg.map[paths_bytes_start..paths_bytes_start + last])
+                .map_err(|_| SegmentError::Corrupt)?
+        } else {
+            ""
+        };
         for i in 0..seg.n_docs {
             let (s, e) = seg.path_range(i);
-            if s > e || paths_bytes_start + e + meta_bytes > seg.dict_off {
-                return Err(SegmentError::Corrupt);
-            }
-            if std::str::from_utf8(&seg.map[paths_bytes_start + s..paths_bytes_start + e]).is_err()
-            {
+            if s > e || e > text.len() || !text.is_char_boundary(s) || !text.is_char_boundary(e) {
                 return Err(SegmentError::Corrupt);
             }
         }
@@ -348,8 +352,13 @@ impl Segment {
     /// Whether the docs are in strictly increasing path order, as every writer puts them: a
     /// snapshot binary-searches them, so it refuses a segment that is not.
     pub(crate) fn is_in_path_order(&self) -> bool {
+        let base = self.paths_off + (self.n_docs as usize + 1) * 4;
+        let bytes = |id: u32| {
+            let (s, e) = self.path_range(id);
+            &self.map[base + s..base + e]
+        };
         (1..self.n_docs).all(|i| {
-            search_profile::PathKey::compare(self.path(i - 1), self.path(i))
+            search_profile::PathKey::compare_bytes(bytes(i - 1), bytes(i))
                 == std::cmp::Ordering::Less
         })
     }
@@ -759,6 +768,22 @@ mod tests {
         bytes[at] = 0xff;
         let crc = recrc(&mut bytes);
         assert_corrupt(open_bytes(&bytes, crc), "invalid UTF-8 path");
+    }
+
+    #[test]
+    fn a_path_boundary_inside_a_character_is_corrupt_even_with_a_matching_crc() {
+        // Two paths whose text is valid UTF-8 as a whole: moving the boundary between them into
+        // the middle of `é` leaves each path invalid on its own.
+        let (mut bytes, _) = encode(&[
+            doc("a\u{e9}", &[B], 1, 0, Stamp::default()),
+            doc("b", &[B], 1, 0, Stamp::default()),
+        ]);
+        // The path offsets follow the header: 0, end of the first path, end of the second.
+        let at = HEADER + 4;
+        assert_eq!(super::u32_at(&bytes, at), 3);
+        bytes[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
+        let crc = recrc(&mut bytes);
+        assert_corrupt(open_bytes(&bytes, crc), "a boundary inside a character");
     }
 
     #[test]

@@ -97,3 +97,39 @@ fn a_damaged_cache_file_means_a_walk() {
     write(root.path(), "b.txt", "alpha too\n");
     check(&index, "alpha", &["a.txt", "b.txt"]);
 }
+
+#[test]
+fn a_cached_refresh_sees_deep_edits_and_subdirectory_rules() {
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path();
+    write(root, "top.txt", "gamma top\n");
+    write(root, "a/b/c/deep.txt", "gamma deep\n");
+    write(root, "a/b/c/.ignore", "skipped.txt\n");
+    write(root, "a/b/c/skipped.txt", "gamma skipped\n");
+    write(root, "a/b-c/side.txt", "gamma side\n");
+    let store = tempfile::tempdir().unwrap();
+    let index = EmbeddedIndex::open(root, store.path()).unwrap();
+    std::thread::sleep(Duration::from_millis(2100));
+    check(
+        &index,
+        "gamma",
+        &["a/b-c/side.txt", "a/b/c/deep.txt", "top.txt"],
+    );
+    let recorded = cache_mtime(store.path()).expect("a complete, settled walk is cached");
+    // Edits in place, in several directories at several depths: seen through the cache.
+    std::thread::sleep(Duration::from_millis(20));
+    write(root, "a/b/c/deep.txt", "delta deep\n");
+    write(root, "a/b-c/side.txt", "delta side\n");
+    check(&index, "delta", &["a/b-c/side.txt", "a/b/c/deep.txt"]);
+    assert_eq!(cache_mtime(store.path()), Some(recorded));
+    // The ignore file of a subdirectory, edited in place: the tree is walked.
+    write(root, "a/b/c/.ignore", "deep.txt\n");
+    check(&index, "gamma", &["a/b/c/skipped.txt", "top.txt"]);
+    // A file replaced by a symlink to a regular file: no longer selected.
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(root.join("top.txt")).unwrap();
+        std::os::unix::fs::symlink("a/b/c/skipped.txt", root.join("top.txt")).unwrap();
+        check(&index, "gamma", &["a/b/c/skipped.txt"]);
+    }
+}

@@ -293,6 +293,8 @@ impl Host {
             };
             let report = match w.changes(COOKIE_TIMEOUT) {
                 Plan::Paths(paths) => index.refresh_paths(&head, &paths, Some(deadline)),
+                // No directory changed: the watches stay, and the directory cache spares the walk.
+                Plan::Stamps => index.refresh(&head, Some(deadline)),
                 Plan::Full => {
                     // Watch first, then walk: a write after the watch is an event, a write
                     // before it is seen by the walk. A directory created in between is caught by

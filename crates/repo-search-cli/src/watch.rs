@@ -8,9 +8,18 @@
 //!
 //! - nothing: the index is current; the freshness gate still judges it;
 //! - only files: a refresh of just those paths ([`embedded_index::EmbeddedIndex::refresh_paths`]);
+//! - only files, but more than a targeted refresh handles well (a checkout, a rebase, a pull, a
+//!   build): one stat-based refresh of the whole selection, which the directory cache answers
+//!   without a walk when no directory changed; the watched directories stay as they are;
 //! - anything else (a directory created, removed or renamed; an ignore file anywhere; an event
 //!   queue overflow; a lost cookie; too many paths): the full stat-based refresh, after which
 //!   the watched directories are brought in line with the selection.
+//!
+//! A git operation (a checkout, a rebase, a pull, a commit) holds the git directory's
+//! `index.lock` while it rewrites the worktree: a query that arrives meanwhile waits, up to
+//! [`GIT_BATCH`], until the lock goes, so that the whole operation is refreshed as one batch
+//! rather than half now and half on the next query. A lock that outlives the wait (a git that
+//! died, an editor open under `git commit`) is not waited for again until git takes it anew.
 //!
 //! Where no watcher can be made (no inotify, the watch limit reached), the host refreshes fully
 //! every time, exactly as the one-shot CLI does.
@@ -23,9 +32,12 @@ use std::time::{Duration, Instant};
 
 use notify::{Event, EventKind, RecursiveMode, Watcher as _};
 
-/// More changed paths than this are refreshed with one full walk: it is cheaper than a pruned
-/// walk per path, and an event storm (a checkout, a build) is usually one anyway.
+/// More changed paths than this are refreshed as one batch of the whole selection
+/// ([`Plan::Stamps`]): cheaper than a pruned walk for each path.
 const MAX_TARGETED_PATHS: usize = 2000;
+
+/// How long a query waits for a running git operation to release `index.lock`.
+pub(crate) const GIT_BATCH: Duration = Duration::from_secs(1);
 
 /// The prefix of cookie files, which live in the index directory only.
 const COOKIE_PREFIX: &str = "cookie-";
@@ -37,6 +49,9 @@ pub(crate) enum Plan {
     Full,
     /// Only these repo-relative paths may have changed (possibly none).
     Paths(Vec<String>),
+    /// Only files changed, too many to name: refresh the whole selection by its stamps, in one
+    /// batch. No directory was created, removed or renamed, so the watches stay right.
+    Stamps,
 }
 
 /// What the event thread has seen since the last [`Watcher::changes`].
@@ -50,6 +65,8 @@ struct Seen {
     /// cookies and the deletion of ours are not recorded, so the set stays bounded).
     waiting: HashSet<String>,
     cookies: HashSet<String>,
+    /// Git took `index.lock` and has not released it yet.
+    git_busy: bool,
 }
 
 /// The shared state between the event thread and queries.
@@ -57,6 +74,8 @@ struct Shared {
     root: PathBuf,
     index_dir: PathBuf,
     git_dir: PathBuf,
+    /// The lock git holds on its index while an operation rewrites the worktree.
+    git_lock: PathBuf,
     /// Ignore files outside the worktree that decide the selection: the repository's
     /// `info/exclude` and the global excludes file.
     rule_files: Vec<PathBuf>,
@@ -72,6 +91,14 @@ impl Shared {
     /// Events were lost (a queue overflow, a watcher error): only a full walk accounts for them.
     fn lost(&self) {
         self.lock().full = true;
+    }
+
+    /// Git's `index.lock` was created (`taken`) or removed or renamed away.
+    fn git_lock_event(&self, path: &Path, taken: bool) {
+        if path == self.git_lock {
+            self.lock().git_busy = taken;
+            self.arrived.notify_all();
+        }
     }
 
     /// One changed path; `folder` when it names a directory created or removed.
@@ -236,7 +263,15 @@ impl Backend {
                                 .cloned();
                             if let Some(dir) = dir {
                                 let folder = e.mask.contains(inotify::EventMask::ISDIR);
-                                shared.note(dir.join(name), folder);
+                                let path = dir.join(name);
+                                let taken =
+                                    inotify::EventMask::CREATE | inotify::EventMask::MOVED_TO;
+                                let released =
+                                    inotify::EventMask::DELETE | inotify::EventMask::MOVED_FROM;
+                                if e.mask.intersects(taken | released) {
+                                    shared.git_lock_event(&path, e.mask.intersects(taken));
+                                }
+                                shared.note(path, folder);
                             }
                         }
                     }
@@ -332,6 +367,7 @@ impl Watcher {
             root: root.to_path_buf(),
             index_dir: index_dir.to_path_buf(),
             git_dir: git_dir.to_path_buf(),
+            git_lock: git_dir.join("index.lock"),
             rule_files: rule_files.clone(),
             seen: Mutex::new(Seen {
                 full: true,
@@ -343,6 +379,9 @@ impl Watcher {
         if !backend.watch(index_dir) {
             return None;
         }
+        // The git directory itself, for `index.lock` (its other files are not changes). Without
+        // it, queries only do not wait for a running git operation.
+        backend.watch(git_dir);
         for parent in root.ancestors().skip(1) {
             // A parent that cannot be watched (permissions) is read by every full walk anyway;
             // its ignore files then count only from the next full refresh.
@@ -414,6 +453,7 @@ impl Watcher {
     /// Waits until every event of a write that completed before this call has arrived (or
     /// `timeout` passes, which plans a full refresh), then takes what changed.
     pub(crate) fn changes(&self, timeout: Duration) -> Plan {
+        self.wait_for_git(GIT_BATCH);
         let name = format!(
             "{COOKIE_PREFIX}{}-{}",
             std::process::id(),
@@ -429,9 +469,10 @@ impl Watcher {
         let paths = std::mem::take(&mut seen.paths);
         let full = std::mem::take(&mut seen.full);
         drop(seen);
-        if !synced || full || paths.len() > MAX_TARGETED_PATHS {
+        if !synced || full {
             return Plan::Full;
         }
+        let storm = paths.len() > MAX_TARGETED_PATHS;
         let watched = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut rel = Vec::with_capacity(paths.len());
         for p in paths {
@@ -447,7 +488,31 @@ impl Watcher {
                 _ => return Plan::Full,
             }
         }
-        Plan::Paths(rel)
+        if storm {
+            Plan::Stamps
+        } else {
+            Plan::Paths(rel)
+        }
+    }
+
+    /// Waits until no git operation holds `index.lock`, at most `timeout`; a lock still held
+    /// then is taken for stale, and not waited for again until git takes it anew.
+    fn wait_for_git(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut seen = self.shared.lock();
+        while seen.git_busy {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                seen.git_busy = false;
+                return;
+            }
+            seen = self
+                .shared
+                .arrived
+                .wait_timeout(seen, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
     }
 
     fn wait_for(&self, name: &str, timeout: Duration) -> bool {
@@ -563,6 +628,59 @@ mod tests {
         drop(w);
     }
 
+    /// Waits until the watcher has seen git take (or release) its index lock.
+    fn until_git_busy_is(w: &Watcher, busy: bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while w.shared.lock().git_busy != busy {
+            assert!(std::time::Instant::now() < deadline, "no lock event");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A query during a git operation waits for it to end, and takes its changes in one batch.
+    #[test]
+    fn a_query_during_a_git_operation_waits_for_it_to_end() {
+        let (_dir, root, w) = setup();
+        let lock = root.join(".git/index.lock");
+        std::fs::write(&lock, "").unwrap();
+        until_git_busy_is(&w, true);
+        let started = std::time::Instant::now();
+        let plan = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                std::fs::write(root.join("src/a.rs"), "checked out").unwrap();
+                std::fs::rename(&lock, root.join(".git/index")).unwrap();
+            });
+            w.changes(Duration::from_secs(5))
+        });
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(plan, Plan::Paths(vec!["src/a.rs".into()]));
+    }
+
+    /// A lock git never releases (it died) delays one query by at most the batch wait.
+    #[test]
+    fn a_stale_git_lock_is_waited_for_once() {
+        let (_dir, root, w) = setup();
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        until_git_busy_is(&w, true);
+        let started = std::time::Instant::now();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        let waited = started.elapsed();
+        assert!(waited >= super::GIT_BATCH, "{waited:?}");
+        let started = std::time::Instant::now();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        assert!(
+            started.elapsed() < super::GIT_BATCH,
+            "{:?}",
+            started.elapsed()
+        );
+        // Taken anew: waited for again, until released.
+        std::fs::remove_file(root.join(".git/index.lock")).unwrap();
+        until_git_busy_is(&w, false);
+        std::fs::write(root.join(".git/index.lock"), "").unwrap();
+        until_git_busy_is(&w, true);
+    }
+
     /// Cookies are remembered only while a query waits for them.
     #[test]
     fn cookies_do_not_accumulate() {
@@ -576,13 +694,21 @@ mod tests {
         assert!(seen.cookies.is_empty() && seen.waiting.is_empty());
     }
 
-    /// More changed paths than a targeted refresh handles well: one full walk instead.
+    /// More changed files than a targeted refresh handles well (a checkout): one refresh of the
+    /// whole selection by its stamps, without walking to re-watch the directories. A directory
+    /// in the storm still plans the full refresh.
     #[test]
-    fn an_event_storm_plans_a_full_refresh() {
+    fn an_event_storm_of_files_plans_one_batch_refresh() {
         let (_dir, root, w) = setup();
         for i in 0..=super::MAX_TARGETED_PATHS {
             std::fs::write(root.join(format!("src/f{i}.rs")), "x").unwrap();
         }
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Stamps);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        for i in 0..=super::MAX_TARGETED_PATHS {
+            std::fs::write(root.join(format!("src/f{i}.rs")), "y").unwrap();
+        }
+        std::fs::create_dir(root.join("src/new")).unwrap();
         assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
     }
 

@@ -91,3 +91,39 @@ fn a_write_before_a_query_is_always_seen_by_the_watching_host() {
         assert_eq!(indexed, literal, "{q}");
     }
 }
+
+/// A checkout that rewrites more files than a targeted refresh takes is one batch refresh of the
+/// whole selection: every rewritten file is seen, and a write after it too.
+#[test]
+fn a_checkout_of_thousands_of_files_is_seen_in_one_refresh() {
+    let dir = repo();
+    let root = dir.path();
+    let files = 2100;
+    for i in 0..files {
+        write(root, &format!("src/m{}/f{i}.rs", i % 7), "fn base() {}\n");
+    }
+    git(root, &["add", "."]);
+    git(root, &["commit", "-qm", "one"]);
+    git(root, &["checkout", "-q", "-b", "other"]);
+    for i in 0..files {
+        write(
+            root,
+            &format!("src/m{}/f{i}.rs", i % 7),
+            "fn switched() {}\n",
+        );
+    }
+    git(root, &["commit", "-qam", "two"]);
+    git(root, &["checkout", "-q", "main"]);
+
+    let mut server = McpServer::start(root);
+    let paths = |server: &mut McpServer, q: &str| {
+        hit_paths(&json!({ "structuredContent": indexed(server, q) }))
+    };
+    assert_eq!(paths(&mut server, "base").len(), 1000);
+    git(root, &["checkout", "-q", "other"]);
+    // Every rewritten file was read again: none still holds the old text.
+    assert_eq!(paths(&mut server, "base"), Vec::<String>::new());
+    assert_eq!(paths(&mut server, "switched").len(), 1000);
+    write(root, "src/m0/f0.rs", "fn written_after() {}\n");
+    assert_eq!(paths(&mut server, "written_after"), ["src/m0/f0.rs"]);
+}

@@ -256,9 +256,17 @@ impl std::error::Error for SearchFileError {}
 /// `stream.rs`) when the matcher has a match-length bound ([`QueryMatcher::max_match_bytes`]) and
 /// no context is asked for; otherwise the search of the file fails with
 /// [`SearchFileError::LineTooLong`], never with a wrong hit.
+///
+/// **Line numbers only where they are needed.** Counting lines costs a pass over every byte, and
+/// most files hold no match: each file is first searched without line numbers, up to its first
+/// match, and only a file with a match is searched again from its start with them. Both searchers
+/// are fresh for every file and read the same bytes, so they agree on where a match or a binary
+/// file's NUL stops the search.
 #[derive(Debug)]
 pub struct FileSearcher {
     searcher: Searcher,
+    /// The same searcher without line numbers, to find whether a file matches at all.
+    gate: Searcher,
     heap_limit: usize,
     stream_window: usize,
     context: ContextConfig,
@@ -271,9 +279,17 @@ impl Default for FileSearcher {
 }
 
 fn build_searcher(heap_limit: usize, context: ContextConfig) -> Searcher {
+    build_searcher_numbered(heap_limit, true, context)
+}
+
+fn build_searcher_numbered(
+    heap_limit: usize,
+    line_number: bool,
+    context: ContextConfig,
+) -> Searcher {
     SearcherBuilder::new()
         .line_terminator(LineTerminator::byte(b'\n'))
-        .line_number(true)
+        .line_number(line_number)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .heap_limit(Some(heap_limit))
         .before_context(context.before)
@@ -287,6 +303,7 @@ impl FileSearcher {
     pub fn new(heap_limit: usize, stream_window: usize) -> FileSearcher {
         FileSearcher {
             searcher: build_searcher(heap_limit, ContextConfig::default()),
+            gate: build_searcher_numbered(heap_limit, false, ContextConfig::default()),
             heap_limit,
             stream_window,
             context: ContextConfig::default(),
@@ -313,6 +330,10 @@ impl FileSearcher {
         control: &dyn SearchControl,
         mut sink: impl FnMut(LineMatch<'_>) -> bool,
     ) -> Result<FileOutcome, SearchFileError> {
+        if let Some(outcome) = self.without_match(matcher, &mut file, control) {
+            return Ok(outcome);
+        }
+        file.rewind().map_err(SearchFileError::Read)?;
         let mut matching_lines = 0u64;
         let mut sink = |m: LineMatch<'_>| {
             matching_lines += 1;
@@ -389,6 +410,39 @@ impl FileSearcher {
         Ok(outcome)
     }
 
+    /// The outcome of searching `file` when the searcher without line numbers finds no match in
+    /// it and nothing went wrong; `None` otherwise (a match, a stop, a failed read, an over-long
+    /// line), and then the file must be searched with line numbers.
+    fn without_match(
+        &mut self,
+        matcher: &QueryMatcher,
+        file: &mut impl Read,
+        control: &dyn SearchControl,
+    ) -> Option<FileOutcome> {
+        let mut reader = GuardedReader {
+            inner: file,
+            control,
+            stopped: false,
+            failed: None,
+            run: 0,
+            longest: 0,
+        };
+        let mut gate = MatchGate {
+            found: false,
+            binary: false,
+        };
+        let result = self
+            .gate
+            .search_reader(matcher.inner(), &mut reader, &mut gate);
+        if reader.longest.max(reader.run) > INITIAL_BUFFER / 2 {
+            self.gate = build_searcher_numbered(self.heap_limit, false, ContextConfig::default());
+        }
+        (result.is_ok() && !gate.found).then_some(FileOutcome {
+            binary: gate.binary,
+            ..FileOutcome::default()
+        })
+    }
+
     fn refresh_if_grown(&mut self, longest_line: u64) {
         if longest_line > INITIAL_BUFFER / 2 {
             self.searcher = build_searcher(self.heap_limit, self.context);
@@ -444,6 +498,26 @@ struct Pending {
     end: usize,
     before: Vec<String>,
     after: Vec<String>,
+}
+
+/// Notes whether a file has a match (and stops there) or is binary.
+struct MatchGate {
+    found: bool,
+    binary: bool,
+}
+
+impl Sink for MatchGate {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, _: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.found = true;
+        Ok(false)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
 }
 
 struct LineSink<'a, F> {
@@ -605,7 +679,11 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
 mod tests {
     use std::io::{Seek, Write};
 
-    use super::{ContextConfig, FileSearcher, NeverStop, SearchFileError, query_matcher};
+    use super::{
+        ContextConfig, FileSearcher, LineSink, NeverStop, SearchFileError, build_searcher,
+        query_matcher,
+    };
+    use std::collections::VecDeque;
 
     fn file_of(text: &[u8]) -> std::fs::File {
         let mut f = tempfile::tempfile().unwrap();
@@ -765,5 +843,70 @@ mod tests {
             .search(&fixed, file_of(long.as_bytes()), &NeverStop, |_| true)
             .unwrap_err();
         assert!(matches!(err, SearchFileError::LineTooLong));
+    }
+
+    /// (line, column) of each hit, and whether the file was binary.
+    type Numbered = (Vec<(u64, u64)>, bool);
+
+    /// What a fresh line-numbering searcher reports for `text`: the answer before the search
+    /// learned to skip line numbers in files without a match.
+    fn numbered(text: &[u8], query: &str) -> Numbered {
+        let m = query_matcher(query, false, false).unwrap();
+        let mut hits = Vec::new();
+        let mut sink = |l: super::LineMatch<'_>| {
+            hits.push((l.line_number, l.column));
+            true
+        };
+        let mut lines = LineSink {
+            matcher: &m,
+            sink: &mut sink,
+            binary: false,
+            last_line: 0,
+            context: ContextConfig::default(),
+            recent: VecDeque::new(),
+            pending: VecDeque::new(),
+            said_stop: false,
+        };
+        build_searcher(crate::DEFAULT_HEAP_LIMIT, ContextConfig::default())
+            .search_reader(m.inner(), file_of(text), &mut lines)
+            .unwrap();
+        let binary = lines.binary;
+        (hits, binary)
+    }
+
+    #[test]
+    fn files_without_a_match_are_searched_alike_with_or_without_line_numbers() {
+        let long = "x".repeat(100_000);
+        let filler = "filler line\n".repeat(20_000);
+        let cases: Vec<(String, &str)> = vec![
+            ("nothing here\n".into(), "needle"),
+            ("a\nb\nc needle\nd needle\n".into(), "needle"),
+            ("a\n\0b needle\n".into(), "needle"),
+            ("needle\n\0\n".into(), "needle"),
+            (format!("{filler}needle at the end"), "needle"),
+            (format!("{filler}\0{filler}needle\n"), "needle"),
+            (format!("{long}\nneedle after a long line\n"), "needle"),
+            (format!("{long}\n{long}\n"), "needle"),
+            ("short needle after the long lines\n".into(), "needle"),
+            (format!("{filler}needle\n{long}\n\0"), "needle"),
+        ];
+        // One searcher for every file in turn, as a search thread uses it.
+        let mut searcher = FileSearcher::default();
+        for (text, query) in &cases {
+            let m = query_matcher(query, false, false).unwrap();
+            let mut hits = Vec::new();
+            let outcome = searcher
+                .search(&m, file_of(text.as_bytes()), &NeverStop, |l| {
+                    hits.push((l.line_number, l.column));
+                    true
+                })
+                .unwrap();
+            assert_eq!(
+                (hits, outcome.binary),
+                numbered(text.as_bytes(), query),
+                "{} bytes",
+                text.len()
+            );
+        }
     }
 }

@@ -239,6 +239,25 @@ fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, 
 /// then, for an index query, hold its scope to the literal scan's on-disk rules and refresh the
 /// index, then search. A refused call costs no refresh.
 pub(crate) async fn answer(host: &host::Host, arguments: &Value) -> Result<Value, Failure> {
+    answer_with(host, arguments, Refresh::First).await
+}
+
+/// Whether an index query refreshes the index before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refresh {
+    /// Refresh, then answer: every call of the tool.
+    First,
+    /// The index was refreshed for an earlier page of the same `search`: the pages of one
+    /// command are one answer, taken from the worktree as it was when the command began (as a
+    /// grep reads each file once), and the freshness gate still judges each page.
+    Done,
+}
+
+async fn answer_with(
+    host: &host::Host,
+    arguments: &Value,
+    refresh: Refresh,
+) -> Result<Value, Failure> {
     let request = host
         .tool
         .parse_arguments(arguments)
@@ -247,7 +266,9 @@ pub(crate) async fn answer(host: &host::Host, arguments: &Value) -> Result<Value
     search_profile::check_patterns(&request).map_err(|e| Failure::Tool(e.to_wire()))?;
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
-        host.refresh().await?;
+        if refresh == Refresh::First {
+            host.refresh().await?;
+        }
     }
     let result = host
         .tool
@@ -392,6 +413,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 indexed,
                 no_server,
                 host: None,
+                refreshed: false,
             };
             if json {
                 // One page: the tool's answer, for a script to page on with --offset and
@@ -467,6 +489,8 @@ struct Searcher<'a> {
     indexed: bool,
     no_server: bool,
     host: Option<host::Host>,
+    /// An earlier page refreshed the index (see [`Refresh::Done`]).
+    refreshed: bool,
 }
 
 impl Searcher<'_> {
@@ -495,7 +519,14 @@ impl Searcher<'_> {
             self.host = Some(open_host(self.location, modes)?);
         }
         let host = self.host.as_ref().ok_or(Failure::IndexUnopenable)?;
-        answer(host, args).await
+        let refresh = if self.refreshed {
+            Refresh::Done
+        } else {
+            Refresh::First
+        };
+        let answered = answer_with(host, args, refresh).await;
+        self.refreshed = answered.is_ok();
+        answered
     }
 }
 

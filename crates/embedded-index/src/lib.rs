@@ -69,8 +69,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, Change, IndexState,
-    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
 };
 use search_profile::RootDir;
 
@@ -399,14 +399,7 @@ impl RepositoryIndexBackend for EmbeddedIndex {
     /// call it through `spawn_blocking` or from a thread of their own.
     fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            let upserts: Vec<String> = request
-                .changes
-                .into_iter()
-                .filter_map(|c| match c {
-                    Change::Add { path } | Change::Edit { path } => Some(path),
-                    Change::Rename { .. } | Change::Delete { .. } => None,
-                })
-                .collect();
+            let upserts = request.upserted_paths();
             self.apply(&upserts, &[], Some(&request.source_revision))?;
             Ok(())
         })

@@ -308,6 +308,20 @@ pub struct UpdateRequest {
     pub changes: Vec<Change>,
 }
 
+impl UpdateRequest {
+    /// The paths of the `add` and `edit` changes, in order: what a backend (re-)reads, since the
+    /// facade has routed renames and deletes to `remove` before the update reaches it.
+    pub fn upserted_paths(&self) -> Vec<String> {
+        self.changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Add { path } | Change::Edit { path } => Some(path.clone()),
+                Change::Rename { .. } | Change::Delete { .. } => None,
+            })
+            .collect()
+    }
+}
+
 /// Paths to drop from the index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoveRequest {

@@ -60,8 +60,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, Change, IndexState,
-    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UnixMillis, UpdateRequest,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, SearchRequest, UnixMillis, UpdateRequest,
 };
 use search_profile::RootDir;
 use tokio_postgres::{IsolationLevel, Transaction};
@@ -303,14 +303,7 @@ impl RepositoryIndexBackend for PgIndex {
     /// revision, in one transaction. A file that is gone is dropped from the index.
     fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            let upserts: Vec<String> = request
-                .changes
-                .into_iter()
-                .filter_map(|c| match c {
-                    Change::Add { path } | Change::Edit { path } => Some(path),
-                    Change::Rename { .. } | Change::Delete { .. } => None,
-                })
-                .collect();
+            let upserts = request.upserted_paths();
             self.apply(&upserts, &[], Some(&request.source_revision))
                 .await?;
             Ok(())

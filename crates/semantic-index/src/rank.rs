@@ -1,0 +1,284 @@
+//! The hybrid ranking: BM25, the static model's cosine, definition and file-name boosts, one
+//! result per document, and a MiniLM re-rank of the first candidates.
+//!
+//! Every weight is in [`Weights`]; their values were chosen on the evaluation's *dev* queries,
+//! never on the queries it reports (docs/semantic.md).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::bm25::Bm25;
+use crate::chunk::{Chunk, chunk_file, definition_name};
+use crate::model::MiniLm;
+use crate::statics::StaticModel;
+use crate::text::{for_embedding, sub_tokens};
+
+/// What to index: a document is a file in a repository (`key` = its path); the evaluation also
+/// indexes functions, each its own document inside a shared file.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// What results are deduplicated by: one hit per key.
+    pub key: String,
+    /// The file path the file-name boost reads.
+    pub path: String,
+    /// The content.
+    pub text: String,
+}
+
+/// A ranked document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The document's index in the list given to [`SemanticIndex::build`].
+    pub doc: usize,
+    /// The best chunk's index in [`SemanticIndex::chunks`].
+    pub chunk: usize,
+    /// The score, in `[0, 1]`.
+    pub score: f32,
+}
+
+/// Which ranking [`SemanticIndex::search`] uses (the evaluation reports each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scorer {
+    /// BM25 alone.
+    Bm25,
+    /// The static model's cosine alone.
+    Dense,
+    /// BM25, cosine and boosts.
+    Hybrid,
+    /// The hybrid ranking with its first [`Weights::rerank_depth`] results re-ranked by MiniLM.
+    Rerank,
+}
+
+/// The ranking's weights. The hybrid score is
+/// `(bm25 · bm25/max bm25 + dense · max(cos, 0) + definition · d + file_name · f) / sum of weights`
+/// where `d` (`f`) is the fraction of the query's terms that name a definition in the chunk (a word
+/// of the file name); the re-ranked score is `rerank · minilm_cos + (1 − rerank) · hybrid/top`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Weights {
+    /// The weight of the max-normalised BM25 score.
+    pub bm25: f32,
+    /// The weight of the static cosine.
+    pub dense: f32,
+    /// The weight of the definition boost.
+    pub definition: f32,
+    /// The weight of the file-name boost.
+    pub file_name: f32,
+    /// The weight of MiniLM's cosine in the re-ranked score.
+    pub rerank: f32,
+    /// How many of the hybrid ranking's first documents MiniLM re-ranks.
+    pub rerank_depth: usize,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            bm25: 0.35,
+            dense: 0.65,
+            definition: 0.1,
+            file_name: 0.05,
+            rerank: 0.7,
+            rerank_depth: 30,
+        }
+    }
+}
+
+/// An in-memory semantic index over documents.
+pub struct SemanticIndex<'m> {
+    statics: &'m StaticModel,
+    docs: Vec<Document>,
+    chunks: Vec<Chunk>,
+    chunk_doc: Vec<u32>,
+    bm25: Bm25,
+    /// Row-major `[chunk][dim]` int8 static vectors, each row scaled by its own `scales` entry.
+    dense: Vec<i8>,
+    scales: Vec<f32>,
+    /// Per chunk: the sub-tokens of the names its definition lines introduce.
+    definitions: Vec<Vec<String>>,
+    /// Per document: the sub-tokens of its file name.
+    file_words: Vec<Vec<String>>,
+    /// MiniLM vectors of chunks, by content hash.
+    cache: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    /// The ranking's weights.
+    pub weights: Weights,
+}
+
+impl<'m> SemanticIndex<'m> {
+    /// Chunks and indexes `docs`.
+    pub fn build(statics: &'m StaticModel, docs: Vec<Document>) -> Self {
+        let mut index = Self {
+            statics,
+            chunks: Vec::new(),
+            chunk_doc: Vec::new(),
+            bm25: Bm25::default(),
+            dense: Vec::new(),
+            scales: Vec::new(),
+            definitions: Vec::new(),
+            file_words: Vec::new(),
+            cache: Mutex::new(HashMap::new()),
+            weights: Weights::default(),
+            docs: Vec::new(),
+        };
+        for (d, doc) in docs.iter().enumerate() {
+            let name = doc.path.rsplit('/').next().unwrap_or(&doc.path);
+            let stem = name.split('.').next().unwrap_or(name);
+            index.file_words.push(sub_tokens(stem));
+            for chunk in chunk_file(&doc.path, &doc.text) {
+                index.bm25.add(&chunk.text);
+                index.definitions.push(
+                    chunk
+                        .text
+                        .lines()
+                        .filter_map(definition_name)
+                        .flat_map(sub_tokens)
+                        .collect(),
+                );
+                let (q, scale) = quantize(&statics.embed(&chunk.text));
+                index.dense.extend(q);
+                index.scales.push(scale);
+                index.chunks.push(chunk);
+                index.chunk_doc.push(d as u32);
+            }
+        }
+        index.docs = docs;
+        index
+    }
+
+    /// The chunks, in the order hits name them.
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// The documents, in the order hits name them.
+    pub fn documents(&self) -> &[Document] {
+        &self.docs
+    }
+
+    /// The `k` best documents for `query`. [`Scorer::Rerank`] needs `minilm`; without it the
+    /// hybrid ranking is returned.
+    pub fn search(
+        &self,
+        query: &str,
+        scorer: Scorer,
+        minilm: Option<&MiniLm>,
+        k: usize,
+    ) -> Vec<Hit> {
+        let w = self.weights;
+        let bm25 = self.bm25.scores(query);
+        let top = bm25.iter().copied().fold(0.0f32, f32::max);
+        let (qv, qscale) = quantize(&self.statics.embed(query));
+        let dim = self.statics.dim();
+        let mut terms = sub_tokens(query);
+        terms.sort();
+        terms.dedup();
+        let share = |words: &[String]| {
+            if terms.is_empty() {
+                0.0
+            } else {
+                terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
+            }
+        };
+        let total = w.bm25 + w.dense + w.definition + w.file_name;
+        let mut best: HashMap<u32, (f32, usize)> = HashMap::new();
+        for (c, &doc) in self.chunk_doc.iter().enumerate() {
+            let lexical = if top > 0.0 { bm25[c] / top } else { 0.0 };
+            let cosine = || {
+                let row = &self.dense[c * dim..(c + 1) * dim];
+                let dot: i32 = row
+                    .iter()
+                    .zip(&qv)
+                    .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                    .sum();
+                (dot as f32 * qscale * self.scales[c]).clamp(0.0, 1.0)
+            };
+            let score = match scorer {
+                Scorer::Bm25 => lexical,
+                Scorer::Dense => cosine(),
+                Scorer::Hybrid | Scorer::Rerank => {
+                    (w.bm25 * lexical
+                        + w.dense * cosine()
+                        + w.definition * share(&self.definitions[c])
+                        + w.file_name * share(&self.file_words[doc as usize]))
+                        / total
+                }
+            };
+            let entry = best.entry(doc).or_insert((f32::NEG_INFINITY, c));
+            if score > entry.0 {
+                *entry = (score, c);
+            }
+        }
+        let mut hits: Vec<Hit> = best
+            .into_iter()
+            .map(|(doc, (score, chunk))| Hit {
+                doc: doc as usize,
+                chunk,
+                score,
+            })
+            .collect();
+        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
+        hits.sort_by(order);
+        if let (Scorer::Rerank, Some(minilm)) = (scorer, minilm) {
+            let depth = w.rerank_depth.min(hits.len());
+            let head = hits[0].score.max(f32::MIN_POSITIVE);
+            let query = minilm
+                .embed(&[&for_embedding(query)])
+                .ok()
+                .and_then(|mut v| v.pop());
+            if let Some(query) = query {
+                let vectors = self.minilm_vectors(minilm, &hits[..depth]);
+                for (hit, v) in hits[..depth].iter_mut().zip(vectors) {
+                    let cos: f32 = v.iter().zip(&query).map(|(a, b)| a * b).sum();
+                    hit.score =
+                        w.rerank * cos.clamp(0.0, 1.0) + (1.0 - w.rerank) * hit.score / head;
+                }
+                // Below the re-ranked head, the hybrid share alone: never above a head score,
+                // whose hybrid share is at least as large.
+                for hit in &mut hits[depth..] {
+                    hit.score = (1.0 - w.rerank) * hit.score / head;
+                }
+                hits[..depth].sort_by(order);
+            }
+        }
+        hits.truncate(k);
+        hits
+    }
+
+    /// MiniLM vectors of the hits' best chunks, from the cache or embedded now (and cached).
+    fn minilm_vectors(&self, minilm: &MiniLm, hits: &[Hit]) -> Vec<Vec<f32>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let missing: Vec<usize> = hits
+            .iter()
+            .map(|h| h.chunk)
+            .filter(|&c| !cache.contains_key(&self.chunks[c].hash))
+            .collect();
+        if !missing.is_empty() {
+            let texts: Vec<String> = missing
+                .iter()
+                .map(|&c| for_embedding(&self.chunks[c].text))
+                .collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            if let Ok(vectors) = minilm.embed(&refs) {
+                for (&c, v) in missing.iter().zip(vectors) {
+                    cache.insert(self.chunks[c].hash, v);
+                }
+            }
+        }
+        hits.iter()
+            .map(|h| {
+                cache
+                    .get(&self.chunks[h.chunk].hash)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+/// A unit vector as int8 with one scale: `v[i] ≈ q[i] · scale`.
+fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 {
+        return (vec![0; v.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    (v.iter().map(|x| (x / scale).round() as i8).collect(), scale)
+}

@@ -4,13 +4,14 @@ use std::process::Command;
 
 use crate::{root, run};
 
-/// Extracts the evaluation set from the standard library of the `python3` on PATH and writes it
-/// as JSON to the path given as its argument. Functions with a docstring whose first sentence has
-/// at least four words are candidates; functions whose code or whose first sentence occurs twice
-/// are dropped (such a query has no single answer). 10 000 functions are drawn with a fixed seed;
-/// their docstrings are removed from the code. 1 000 of them give the test queries and 200 others
-/// the dev queries (the only ones the weights were chosen on). The hard variant of a query drops
-/// every word that is a word of the function's own name.
+/// Extracts the evaluation set from the standard library of the `python3` on PATH (tests, IDLE,
+/// lib2to3 and turtledemo left out) and writes it as JSON to the path given as its argument.
+/// Every function is a document, its docstring removed; functions whose code occurs twice are
+/// dropped. A function can be asked for when its docstring's first sentence has at least four
+/// words and is unique. The corpus is every askable function plus others drawn with a fixed seed
+/// up to 10 000; 1 000 askable functions give the test queries and 200 others the dev queries (the
+/// only ones the weights were chosen on). The hard variant of a query drops every word made only
+/// of words of the function's own name.
 const EXTRACT: &str = r#"
 import ast, json, os, random, re, sys, sysconfig
 stdlib = sysconfig.get_paths()["stdlib"]
@@ -43,27 +44,37 @@ for base, dirs, files in os.walk(stdlib):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             doc = ast.get_docstring(node)
-            if not doc or len(node.body) < 2:
-                continue
-            q = first_sentence(doc)
-            if len(q.split()) < 4:
-                continue
-            d = node.body[0]
             start = node.lineno - 1
-            code = lines[start:d.lineno - 1] + lines[d.end_lineno:node.end_lineno]
+            if doc:
+                if len(node.body) < 2:
+                    continue
+                d = node.body[0]
+                code = lines[start:d.lineno - 1] + lines[d.end_lineno:node.end_lineno]
+            else:
+                code = lines[start:node.end_lineno]
             indent = len(code[0]) - len(code[0].lstrip())
             code = "".join(l[indent:] if l[:indent].strip() == "" else l for l in code)
+            q = first_sentence(doc) if doc else ""
+            if len(q.split()) < 4:
+                q = ""
             name_words = set(words(node.name))
-            hard = " ".join(w for w in q.split() if not (set(words(re.sub(r"\W", "_", w))) & name_words and set(words(re.sub(r"\W", "_", w))) <= name_words))
+            def named(w):
+                ws = set(words(re.sub(r"\W", "_", w)))
+                return bool(ws) and ws <= name_words
+            hard = " ".join(w for w in q.split() if not named(w))
             cands.append({"path": rel, "name": node.name, "code": code, "query": q, "hard": hard})
 code_count, q_count = {}, {}
 for c in cands:
     code_count[c["code"]] = code_count.get(c["code"], 0) + 1
     q_count[c["query"].lower()] = q_count.get(c["query"].lower(), 0) + 1
-cands = [c for c in cands if code_count[c["code"]] == 1 and q_count[c["query"].lower()] == 1]
+cands = [c for c in cands if code_count[c["code"]] == 1]
+asked = [c for c in cands if c["query"] and q_count[c["query"].lower()] == 1]
+others = [c for c in cands if not (c["query"] and q_count[c["query"].lower()] == 1)]
 rng = random.Random(15)
-docs = rng.sample(cands, min(10000, len(cands)))
-picked = random.Random(16).sample(range(len(docs)), min(1200, len(docs)))
+docs = asked + rng.sample(others, max(0, min(len(others), 10000 - len(asked))))
+rng.shuffle(docs)
+askable = [i for i, d in enumerate(docs) if d["query"] and q_count[d["query"].lower()] == 1]
+picked = random.Random(16).sample(askable, min(1200, len(askable)))
 qs = [{"doc": i, "query": docs[i]["query"], "hard": docs[i]["hard"]} for i in picked]
 out = {
     "python": sys.version.split()[0],
@@ -73,7 +84,7 @@ out = {
     "dev": qs[1000:],
 }
 json.dump(out, open(sys.argv[1], "w"))
-print(f"python {out['python']}: {len(cands)} candidate functions, {len(docs)} drawn, {len(out['test'])} test and {len(out['dev'])} dev queries")
+print(f"python {out['python']}: {len(cands)} distinct functions, {len(asked)} with a usable docstring, {len(docs)} drawn, {len(out['test'])} test and {len(out['dev'])} dev queries")
 "#;
 
 /// `cargo xtask eval semantic [--rerank-queries N] [--tune]`.

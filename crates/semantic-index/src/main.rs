@@ -14,8 +14,10 @@ semantic-index <command> --model-dir DIR
 commands:
   static                 build the static model from MiniLM into DIR (deterministic)
   embed TEXT...          print MiniLM's vectors of the texts (first 8 values and the norm)
-  eval --data FILE [--rerank-queries N] [--tune]
-                         the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`)
+  eval --data FILE [--rerank-queries N] [--tune] [--no-idf]
+                         the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
+                         --tune sweeps the weights on the dev queries, --no-idf drops the
+                         index's IDF weighting of static vectors
 ";
 
 fn main() -> ExitCode {
@@ -33,6 +35,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut data = None;
     let mut rerank_queries = usize::MAX;
     let mut tune = false;
+    let mut no_idf = false;
     let mut rest = Vec::new();
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -46,6 +49,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
                     .ok_or("--rerank-queries N")?
             }
             "--tune" => tune = true,
+            "--no-idf" => no_idf = true,
             _ => rest.push(a),
         }
     }
@@ -84,6 +88,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             &data.ok_or("--data FILE")?,
             rerank_queries,
             tune,
+            no_idf,
         ),
         _ => Err(HELP.into()),
     }
@@ -101,6 +106,7 @@ fn eval(
     data: &std::path::Path,
     rerank_queries: usize,
     tune: bool,
+    no_idf: bool,
 ) -> Result<(), String> {
     let statics =
         StaticModel::load(dir).map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
@@ -137,7 +143,11 @@ fn eval(
     };
     let (test, dev) = (queries("test"), queries("dev"));
     let t = Instant::now();
-    let mut index = SemanticIndex::build(&statics, docs);
+    let weights = Weights {
+        idf_dense: !no_idf,
+        ..Weights::default()
+    };
+    let mut index = SemanticIndex::build_with(&statics, docs, weights);
     println!(
         "corpus: {} functions, {} chunks, indexed in {:.2} s; {} test queries, {} dev queries",
         index.documents().len(),
@@ -149,28 +159,42 @@ fn eval(
     if tune {
         // A coarse grid on the dev queries only; the test queries never choose a weight.
         let mut best = (0.0, Weights::default());
-        for bm25 in [0.2, 0.35, 0.5, 0.65] {
-            for definition in [0.0, 0.1, 0.2] {
-                for file_name in [0.0, 0.05] {
-                    index.weights = Weights {
-                        bm25,
-                        dense: 1.0 - bm25,
-                        definition,
-                        file_name,
-                        ..Weights::default()
-                    };
-                    let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
-                    let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
-                    println!(
-                        "dev hybrid bm25 {bm25} definition {definition} file {file_name}: MRR {m:.3} hard {h:.3}"
-                    );
-                    if m + h > best.0 {
-                        best = (m + h, index.weights);
+        for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
+            let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
+            let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
+            println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
+        }
+        for relative_dense in [false, true] {
+            for bm25 in [0.35, 0.5, 0.65] {
+                for definition in [0.1, 0.2, 0.3] {
+                    for file_name in [0.05] {
+                        index.weights = Weights {
+                            bm25,
+                            dense: 1.0 - bm25,
+                            definition,
+                            file_name,
+                            relative_dense,
+                            ..Weights::default()
+                        };
+                        let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
+                        let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
+                        index.weights.rerank_depth = 30;
+                        let r30 = measure_at(&index, &dev, true, 30);
+                        println!(
+                            "dev hybrid relative {relative_dense} bm25 {bm25} definition {definition} file {file_name}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
+                        );
+                        if m + h > best.0 {
+                            best = (m + h, index.weights);
+                        }
                     }
                 }
             }
         }
         index.weights = best.1;
+        println!("best on dev: {:?}", best.1);
+        if rerank_queries == 0 {
+            return Ok(());
+        }
         for rerank in [0.5, 0.7, 0.9] {
             index.weights.rerank = rerank;
             let (m, _) = measure(
@@ -215,6 +239,22 @@ fn eval(
         );
     }
     Ok(())
+}
+
+/// The hybrid ranking's recall at `depth`: how often the answer is among the candidates a
+/// re-rank of that depth would see.
+fn measure_at(index: &SemanticIndex<'_>, queries: &[Query], hard: bool, depth: usize) -> f64 {
+    let found = queries
+        .iter()
+        .filter(|q| {
+            let text = if hard { &q.hard } else { &q.query };
+            index
+                .search(text, Scorer::Hybrid, None, depth)
+                .iter()
+                .any(|h| h.doc == q.doc)
+        })
+        .count();
+    found as f64 / queries.len().max(1) as f64
 }
 
 /// MRR@10 and R@10 of the first `limit` queries.

@@ -67,17 +67,24 @@ pub struct Weights {
     pub rerank: f32,
     /// How many of the hybrid ranking's first documents MiniLM re-ranks.
     pub rerank_depth: usize,
+    /// Whether the hybrid score divides each cosine by the query's best cosine, as it does BM25.
+    pub relative_dense: bool,
+    /// Whether static vectors weight each token by its inverse document frequency over the
+    /// index's chunks (on top of the model's SIF weights).
+    pub idf_dense: bool,
 }
 
 impl Default for Weights {
     fn default() -> Self {
         Self {
-            bm25: 0.35,
-            dense: 0.65,
-            definition: 0.1,
+            bm25: 0.5,
+            dense: 0.5,
+            definition: 0.3,
             file_name: 0.05,
             rerank: 0.7,
             rerank_depth: 30,
+            relative_dense: true,
+            idf_dense: true,
         }
     }
 }
@@ -92,6 +99,8 @@ pub struct SemanticIndex<'m> {
     /// Row-major `[chunk][dim]` int8 static vectors, each row scaled by its own `scales` entry.
     dense: Vec<i8>,
     scales: Vec<f32>,
+    /// Per token id: its inverse document frequency over the chunks.
+    idf: Vec<f32>,
     /// Per chunk: the sub-tokens of the names its definition lines introduce.
     definitions: Vec<Vec<String>>,
     /// Per document: the sub-tokens of its file name.
@@ -105,6 +114,12 @@ pub struct SemanticIndex<'m> {
 impl<'m> SemanticIndex<'m> {
     /// Chunks and indexes `docs`.
     pub fn build(statics: &'m StaticModel, docs: Vec<Document>) -> Self {
+        Self::build_with(statics, docs, Weights::default())
+    }
+
+    /// [`SemanticIndex::build`] with other weights (the index's vectors depend on
+    /// [`Weights::idf_dense`]).
+    pub fn build_with(statics: &'m StaticModel, docs: Vec<Document>, weights: Weights) -> Self {
         let mut index = Self {
             statics,
             chunks: Vec::new(),
@@ -113,9 +128,10 @@ impl<'m> SemanticIndex<'m> {
             dense: Vec::new(),
             scales: Vec::new(),
             definitions: Vec::new(),
+            idf: Vec::new(),
             file_words: Vec::new(),
             cache: Mutex::new(HashMap::new()),
-            weights: Weights::default(),
+            weights,
             docs: Vec::new(),
         };
         for (d, doc) in docs.iter().enumerate() {
@@ -132,12 +148,35 @@ impl<'m> SemanticIndex<'m> {
                         .flat_map(sub_tokens)
                         .collect(),
                 );
-                let (q, scale) = quantize(&statics.embed(&chunk.text));
-                index.dense.extend(q);
-                index.scales.push(scale);
                 index.chunks.push(chunk);
                 index.chunk_doc.push(d as u32);
             }
+        }
+        let ids: Vec<Vec<u32>> = index
+            .chunks
+            .iter()
+            .map(|c| statics.token_ids(&c.text))
+            .collect();
+        let mut df = vec![0u32; statics.vocab_size()];
+        for chunk in &ids {
+            let mut seen: Vec<u32> = chunk.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            for id in seen {
+                if let Some(d) = df.get_mut(id as usize) {
+                    *d += 1;
+                }
+            }
+        }
+        let n = ids.len() as f32;
+        index.idf = df
+            .iter()
+            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
+            .collect();
+        for chunk in &ids {
+            let (q, scale) = quantize(&index.static_vector(chunk));
+            index.dense.extend(q);
+            index.scales.push(scale);
         }
         index.docs = docs;
         index
@@ -153,6 +192,23 @@ impl<'m> SemanticIndex<'m> {
         &self.docs
     }
 
+    /// A static vector, its tokens weighted by their inverse document frequency in this index
+    /// when [`Weights::idf_dense`] says so.
+    fn static_vector(&self, ids: &[u32]) -> Vec<f32> {
+        if self.weights.idf_dense {
+            let top = self.idf.iter().copied().fold(0.0f32, f32::max);
+            self.statics
+                .embed_ids(ids, |id| self.idf.get(id as usize).copied().unwrap_or(top))
+        } else {
+            self.statics.embed_ids(ids, |_| 1.0)
+        }
+    }
+
+    /// How many chunk vectors MiniLM has computed and cached so far.
+    pub fn cached_vectors(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The `k` best documents for `query`. [`Scorer::Rerank`] needs `minilm`; without it the
     /// hybrid ranking is returned.
     pub fn search(
@@ -165,7 +221,7 @@ impl<'m> SemanticIndex<'m> {
         let w = self.weights;
         let bm25 = self.bm25.scores(query);
         let top = bm25.iter().copied().fold(0.0f32, f32::max);
-        let (qv, qscale) = quantize(&self.statics.embed(query));
+        let (qv, qscale) = quantize(&self.static_vector(&self.statics.token_ids(query)));
         let dim = self.statics.dim();
         let mut terms = sub_tokens(query);
         terms.sort();
@@ -178,10 +234,8 @@ impl<'m> SemanticIndex<'m> {
             }
         };
         let total = w.bm25 + w.dense + w.definition + w.file_name;
-        let mut best: HashMap<u32, (f32, usize)> = HashMap::new();
-        for (c, &doc) in self.chunk_doc.iter().enumerate() {
-            let lexical = if top > 0.0 { bm25[c] / top } else { 0.0 };
-            let cosine = || {
+        let cosines: Vec<f32> = (0..self.chunks.len())
+            .map(|c| {
                 let row = &self.dense[c * dim..(c + 1) * dim];
                 let dot: i32 = row
                     .iter()
@@ -189,6 +243,19 @@ impl<'m> SemanticIndex<'m> {
                     .map(|(&a, &b)| i32::from(a) * i32::from(b))
                     .sum();
                 (dot as f32 * qscale * self.scales[c]).clamp(0.0, 1.0)
+            })
+            .collect();
+        let cos_top = cosines.iter().copied().fold(0.0f32, f32::max);
+        let mut best: HashMap<u32, (f32, usize)> = HashMap::new();
+        for (c, &doc) in self.chunk_doc.iter().enumerate() {
+            let lexical = if top > 0.0 { bm25[c] / top } else { 0.0 };
+            let cosine = || {
+                let c = cosines[c];
+                if w.relative_dense && cos_top > 0.0 {
+                    c / cos_top
+                } else {
+                    c
+                }
             };
             let score = match scorer {
                 Scorer::Bm25 => lexical,

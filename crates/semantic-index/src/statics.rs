@@ -41,6 +41,13 @@ impl StaticModel {
     /// Special and `[unused…]` tokens get zero vectors. The result does not depend on the thread
     /// count: every step is a fixed sequence of float operations per token.
     pub fn build(minilm: &MiniLm, dir: &Path) -> Result<Self, Error> {
+        Self::build_limited(minilm, dir, usize::MAX)
+    }
+
+    /// [`StaticModel::build`] over only the first `limit` tokens that get a vector (the others
+    /// get zeros): a model that builds in seconds, for tests. `limit` should exceed
+    /// [`STATIC_DIM`].
+    pub fn build_limited(minilm: &MiniLm, dir: &Path, limit: usize) -> Result<Self, Error> {
         let tokenizer = load_tokenizer(dir, None)?;
         let vocab = minilm.vocab_size();
         let (cls, sep) = (special(&tokenizer, "[CLS]")?, special(&tokenizer, "[SEP]")?);
@@ -50,6 +57,7 @@ impl StaticModel {
                     .id_to_token(id)
                     .is_some_and(|t| !(t.starts_with('[') && t.ends_with(']')))
             })
+            .take(limit)
             .collect();
         let seqs: Vec<Vec<u32>> = kept.iter().map(|&id| vec![cls, id, sep]).collect();
         let embedded = minilm.embed_ids(&seqs);
@@ -74,19 +82,35 @@ impl StaticModel {
     /// The vector of a text: the mean of its tokens' vectors (identifiers cut into words first,
     /// no special tokens, no truncation), normalised. All zero when no token has a vector.
     pub fn embed(&self, text: &str) -> Vec<f32> {
+        self.embed_ids(&self.token_ids(text), |_| 1.0)
+    }
+
+    /// The token ids [`StaticModel::embed`] averages.
+    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+        self.tokenizer
+            .encode(for_embedding(text), false)
+            .map(|e| e.get_ids().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The normalised, `weight`-weighted sum of the tokens' vectors.
+    pub fn embed_ids(&self, ids: &[u32], weight: impl Fn(u32) -> f32) -> Vec<f32> {
         let mut sum = vec![0.0f32; self.dim];
-        let Ok(encoding) = self.tokenizer.encode(for_embedding(text), false) else {
-            return sum;
-        };
-        for &id in encoding.get_ids() {
+        for &id in ids {
+            let w = weight(id);
             if let Some(row) = self
                 .vectors
                 .get(id as usize * self.dim..(id as usize + 1) * self.dim)
             {
-                sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+                sum.iter_mut().zip(row).for_each(|(s, x)| *s += w * x);
             }
         }
         normalize(sum)
+    }
+
+    /// The number of token ids the table covers.
+    pub fn vocab_size(&self) -> usize {
+        self.vectors.len() / self.dim
     }
 
     /// The vector width.

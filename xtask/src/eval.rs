@@ -94,7 +94,10 @@ pub(crate) fn eval(args: &[String]) -> Result<(), String> {
     }
     let data = root().join("target/eval/stdlib-docstrings.json");
     std::fs::create_dir_all(root().join("target/eval")).map_err(|e| e.to_string())?;
-    run(Command::new("python3").arg("-c").arg(EXTRACT).arg(&data))?;
+    // Written to a file so that the echoed command line stays one line.
+    let script = root().join("target/eval/extract_stdlib.py");
+    std::fs::write(&script, EXTRACT).map_err(|e| format!("{}: {e}", script.display()))?;
+    run(Command::new("python3").arg(&script).arg(&data))?;
     let model = crate::model::model_dir();
     if !model.join(semantic_static_file()).is_file() {
         crate::model::semantic_index(&["static"])?;

@@ -167,7 +167,7 @@ fn eval(
         for relative_dense in [false, true] {
             for bm25 in [0.35, 0.5, 0.65] {
                 for definition in [0.1, 0.2, 0.3] {
-                    for file_name in [0.05] {
+                    for file_name in [0.0, 0.05] {
                         index.weights = Weights {
                             bm25,
                             dense: 1.0 - bm25,

@@ -136,7 +136,7 @@ impl MiniLm {
             heads,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        if model.word.ncols() % heads != 0 {
+        if heads == 0 || !model.word.ncols().is_multiple_of(heads) {
             return Err(Error::Config(
                 "hidden size is not a multiple of the heads".into(),
             ));

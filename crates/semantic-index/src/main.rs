@@ -195,8 +195,23 @@ fn eval(
         if rerank_queries == 0 {
             return Ok(());
         }
-        for rerank in [0.5, 0.7, 0.9] {
-            index.weights.rerank = rerank;
+        // The first variant fills the chunk-vector cache; the others reuse it.
+        for (rerank, rerank_minmax, rerank_depth) in [
+            (0.7, false, 30),
+            (0.5, false, 30),
+            (0.9, false, 30),
+            (0.5, true, 30),
+            (0.7, true, 30),
+            (0.9, true, 30),
+            (0.7, false, 50),
+            (0.7, true, 50),
+        ] {
+            index.weights = Weights {
+                rerank,
+                rerank_minmax,
+                rerank_depth,
+                ..index.weights
+            };
             let (m, _) = measure(
                 &index,
                 &dev,
@@ -213,7 +228,9 @@ fn eval(
                 true,
                 usize::MAX,
             );
-            println!("dev rerank {rerank}: MRR {m:.3} hard {h:.3}");
+            println!(
+                "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
+            );
         }
         return Ok(());
     }

@@ -67,6 +67,9 @@ pub struct Weights {
     pub rerank: f32,
     /// How many of the hybrid ranking's first documents MiniLM re-ranks.
     pub rerank_depth: usize,
+    /// Whether the re-rank min-max normalises MiniLM's cosines and the hybrid scores over the
+    /// re-ranked head before mixing them (otherwise: raw cosine, hybrid divided by the best).
+    pub rerank_minmax: bool,
     /// Whether the hybrid score divides each cosine by the query's best cosine, as it does BM25.
     pub relative_dense: bool,
     /// Whether static vectors weight each token by its inverse document frequency over the
@@ -83,6 +86,7 @@ impl Default for Weights {
             file_name: 0.05,
             rerank: 0.7,
             rerank_depth: 30,
+            rerank_minmax: false,
             relative_dense: true,
             idf_dense: true,
         }
@@ -284,29 +288,70 @@ impl<'m> SemanticIndex<'m> {
         let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
         hits.sort_by(order);
         if let (Scorer::Rerank, Some(minilm)) = (scorer, minilm) {
+            self.rerank(query, minilm, &mut hits);
             let depth = w.rerank_depth.min(hits.len());
-            let head = hits[0].score.max(f32::MIN_POSITIVE);
-            let query = minilm
-                .embed(&[&for_embedding(query)])
-                .ok()
-                .and_then(|mut v| v.pop());
-            if let Some(query) = query {
-                let vectors = self.minilm_vectors(minilm, &hits[..depth]);
-                for (hit, v) in hits[..depth].iter_mut().zip(vectors) {
-                    let cos: f32 = v.iter().zip(&query).map(|(a, b)| a * b).sum();
-                    hit.score =
-                        w.rerank * cos.clamp(0.0, 1.0) + (1.0 - w.rerank) * hit.score / head;
-                }
-                // Below the re-ranked head, the hybrid share alone: never above a head score,
-                // whose hybrid share is at least as large.
-                for hit in &mut hits[depth..] {
-                    hit.score = (1.0 - w.rerank) * hit.score / head;
-                }
-                hits[..depth].sort_by(order);
-            }
+            hits[..depth].sort_by(order);
         }
         hits.truncate(k);
         hits
+    }
+
+    /// Re-scores the first [`Weights::rerank_depth`] hits with MiniLM's cosine; the others are
+    /// scaled under the lowest re-ranked score, so that the scores stay one ranking in `[0, 1]`.
+    fn rerank(&self, query: &str, minilm: &MiniLm, hits: &mut [Hit]) {
+        let w = self.weights;
+        let depth = w.rerank_depth.min(hits.len());
+        let Some(query) = minilm
+            .embed(&[&for_embedding(query)])
+            .ok()
+            .and_then(|mut v| v.pop())
+        else {
+            return;
+        };
+        if depth == 0 {
+            return;
+        }
+        let vectors = self.minilm_vectors(minilm, &hits[..depth]);
+        let cosines: Vec<f32> = vectors
+            .iter()
+            .map(|v| {
+                v.iter()
+                    .zip(&query)
+                    .map(|(a, b)| a * b)
+                    .sum::<f32>()
+                    .clamp(0.0, 1.0)
+            })
+            .collect();
+        let hybrid: Vec<f32> = hits[..depth].iter().map(|h| h.score).collect();
+        // Min-max over the head puts both signals on the same scale whatever their spread.
+        let spread = |v: &[f32]| {
+            let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            move |x: f32| {
+                if !w.rerank_minmax {
+                    x
+                } else if hi > lo {
+                    (x - lo) / (hi - lo)
+                } else {
+                    1.0
+                }
+            }
+        };
+        let (cos_n, hyb_n) = (spread(&cosines), spread(&hybrid));
+        let top = hybrid[0].max(f32::MIN_POSITIVE);
+        for ((hit, &cos), &hyb) in hits[..depth].iter_mut().zip(&cosines).zip(&hybrid) {
+            let hyb = if w.rerank_minmax {
+                hyb_n(hyb)
+            } else {
+                hyb / top
+            };
+            hit.score = (w.rerank * cos_n(cos) + (1.0 - w.rerank) * hyb).clamp(0.0, 1.0);
+        }
+        let floor = hits[..depth].iter().map(|h| h.score).fold(1.0f32, f32::min);
+        let last = hybrid[depth - 1].max(f32::MIN_POSITIVE);
+        for hit in &mut hits[depth..] {
+            hit.score = floor * (hit.score / last).min(1.0);
+        }
     }
 
     /// MiniLM vectors of the hits' best chunks, from the cache or embedded now (and cached).

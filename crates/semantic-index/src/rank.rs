@@ -73,7 +73,8 @@ pub struct Weights {
     /// Whether the hybrid score divides each cosine by the query's best cosine, as it does BM25.
     pub relative_dense: bool,
     /// Whether static vectors weight each token by its inverse document frequency over the
-    /// index's chunks (on top of the model's SIF weights).
+    /// index's chunks (on top of the model's SIF weights). Read once, by
+    /// [`SemanticIndex::build_with`].
     pub idf_dense: bool,
 }
 
@@ -105,6 +106,9 @@ pub struct SemanticIndex<'m> {
     scales: Vec<f32>,
     /// Per token id: its inverse document frequency over the chunks.
     idf: Vec<f32>,
+    /// [`Weights::idf_dense`] as the index was built: queries must be embedded the same way as
+    /// the chunks, whatever `weights` says later.
+    idf_dense: bool,
     /// Per chunk: the sub-tokens of the names its definition lines introduce.
     definitions: Vec<Vec<String>>,
     /// Per document: the sub-tokens of its file name.
@@ -133,6 +137,7 @@ impl<'m> SemanticIndex<'m> {
             scales: Vec::new(),
             definitions: Vec::new(),
             idf: Vec::new(),
+            idf_dense: weights.idf_dense,
             file_words: Vec::new(),
             cache: Mutex::new(HashMap::new()),
             weights,
@@ -199,8 +204,9 @@ impl<'m> SemanticIndex<'m> {
     /// A static vector, its tokens weighted by their inverse document frequency in this index
     /// when [`Weights::idf_dense`] says so.
     fn static_vector(&self, ids: &[u32]) -> Vec<f32> {
-        if self.weights.idf_dense {
-            let top = self.idf.iter().copied().fold(0.0f32, f32::max);
+        if self.idf_dense {
+            // A token no chunk holds has the highest IDF there is.
+            let top = (1.0 + (self.chunks.len() as f32 + 0.5) / 0.5).ln();
             self.statics
                 .embed_ids(ids, |id| self.idf.get(id as usize).copied().unwrap_or(top))
         } else {
@@ -237,7 +243,7 @@ impl<'m> SemanticIndex<'m> {
                 terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
             }
         };
-        let total = w.bm25 + w.dense + w.definition + w.file_name;
+        let total = (w.bm25 + w.dense + w.definition + w.file_name).max(f32::MIN_POSITIVE);
         let cosines: Vec<f32> = (0..self.chunks.len())
             .map(|c| {
                 let row = &self.dense[c * dim..(c + 1) * dim];

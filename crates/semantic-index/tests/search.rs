@@ -90,7 +90,9 @@ fn corpus() -> Vec<Document> {
     ]
 }
 
-fn check(query: &str, expected_first: &str) {
+/// Every ranking puts `expected_first` first, except BM25 when the query shares no word with it
+/// (`lexical` false): that gap is what the dense signal is for.
+fn check(query: &str, expected_first: &str, lexical: bool) {
     let index = SemanticIndex::build(statics(), corpus());
     for scorer in [Scorer::Bm25, Scorer::Dense, Scorer::Hybrid, Scorer::Rerank] {
         let hits = index.search(query, scorer, Some(minilm()), 10);
@@ -98,7 +100,7 @@ fn check(query: &str, expected_first: &str) {
             .iter()
             .map(|h| index.documents()[h.doc].path.as_str())
             .collect();
-        if scorer != Scorer::Bm25 || query.contains("file") {
+        if scorer != Scorer::Bm25 || lexical {
             assert_eq!(
                 paths.first(),
                 Some(&expected_first),
@@ -122,8 +124,8 @@ fn check(query: &str, expected_first: &str) {
 
 #[test]
 fn each_ranking_finds_the_function_a_description_names() {
-    check("read all lines of a file", "fs/files.py");
-    check("average of some numbers", "math/stats.py");
+    check("read all lines of a file", "fs/files.py", true);
+    check("average of some numbers", "math/stats.py", false);
 }
 
 #[test]

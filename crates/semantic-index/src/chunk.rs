@@ -20,8 +20,9 @@ pub struct Chunk {
     pub hash: [u8; 32],
 }
 
-/// Cuts a file into chunks by line merging: the file is first split into blocks before each blank
-/// line and each definition start ([`is_definition`]), then consecutive blocks are merged while
+/// Cuts a file into chunks by line merging: the file is first split into blocks after each blank
+/// line and each definition start (a line whose first word after modifiers such as `pub` or
+/// `async` is `def`, `class`, `fn`, `func`, `function`, …), then consecutive blocks are merged while
 /// they fit in [`TARGET_BYTES`]; a block longer than that is cut between lines. Every line belongs
 /// to exactly one chunk; blank-only chunks are dropped.
 pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {

@@ -87,10 +87,13 @@ json.dump(out, open(sys.argv[1], "w"))
 print(f"python {out['python']}: {len(cands)} distinct functions, {len(asked)} with a usable docstring, {len(docs)} drawn, {len(out['test'])} test and {len(out['dev'])} dev queries")
 "#;
 
-/// `cargo xtask eval semantic [--rerank-queries N] [--tune]`.
+/// `cargo xtask eval semantic [--rerank-queries N] [--rerank-depth N] [--tune]`.
 pub(crate) fn eval(args: &[String]) -> Result<(), String> {
     if args.first().map(String::as_str) != Some("semantic") {
-        return Err("usage: cargo xtask eval semantic [--rerank-queries N] [--tune]".into());
+        return Err(
+            "usage: cargo xtask eval semantic [--rerank-queries N] [--rerank-depth N] [--tune]"
+                .into(),
+        );
     }
     let data = root().join("target/eval/stdlib-docstrings.json");
     std::fs::create_dir_all(root().join("target/eval")).map_err(|e| e.to_string())?;

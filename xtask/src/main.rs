@@ -30,7 +30,8 @@ commands:
   model static   build the semantic mode's static model next to the MiniLM model
            [--model-dir DIR]
   eval semantic  docstring -> function on CPython's stdlib: MRR@10 and R@10 of BM25, the
-           static model, hybrid and MiniLM re-rank [--rerank-queries N] [--tune]
+           static model, hybrid and MiniLM re-rank [--rerank-queries N] [--rerank-depth N]
+           [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux

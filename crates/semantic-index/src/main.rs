@@ -14,7 +14,7 @@ semantic-index <command> --model-dir DIR
 commands:
   static                 build the static model from MiniLM into DIR (deterministic)
   embed TEXT...          print MiniLM's vectors of the texts (first 8 values and the norm)
-  eval --data FILE [--rerank-queries N] [--tune] [--no-idf]
+  eval --data FILE [--rerank-queries N] [--rerank-depth N] [--tune] [--no-idf]
                          the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
                          --tune sweeps the weights on the dev queries, --no-idf drops the
                          index's IDF weighting of static vectors
@@ -36,6 +36,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut rerank_queries = usize::MAX;
     let mut tune = false;
     let mut no_idf = false;
+    let mut rerank_depth = None;
     let mut rest = Vec::new();
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
@@ -50,6 +51,13 @@ fn run(args: Vec<String>) -> Result<(), String> {
             }
             "--tune" => tune = true,
             "--no-idf" => no_idf = true,
+            "--rerank-depth" => {
+                rerank_depth = Some(
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or("--rerank-depth N")?,
+                )
+            }
             _ => rest.push(a),
         }
     }
@@ -88,7 +96,11 @@ fn run(args: Vec<String>) -> Result<(), String> {
             &data.ok_or("--data FILE")?,
             rerank_queries,
             tune,
-            no_idf,
+            Weights {
+                idf_dense: !no_idf,
+                rerank_depth: rerank_depth.unwrap_or(Weights::default().rerank_depth),
+                ..Weights::default()
+            },
         ),
         _ => Err(HELP.into()),
     }
@@ -106,7 +118,7 @@ fn eval(
     data: &std::path::Path,
     rerank_queries: usize,
     tune: bool,
-    no_idf: bool,
+    weights: Weights,
 ) -> Result<(), String> {
     let statics =
         StaticModel::load(dir).map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
@@ -143,10 +155,6 @@ fn eval(
     };
     let (test, dev) = (queries("test"), queries("dev"));
     let t = Instant::now();
-    let weights = Weights {
-        idf_dense: !no_idf,
-        ..Weights::default()
-    };
     let mut index = SemanticIndex::build_with(&statics, docs, weights);
     println!(
         "corpus: {} functions, {} chunks, indexed in {:.2} s; {} test queries, {} dev queries",

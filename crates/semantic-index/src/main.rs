@@ -1,0 +1,307 @@
+//! `semantic-index`: builds the static model and runs the evaluation (`cargo xtask model static`
+//! and `cargo xtask eval semantic` call it).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use semantic_index::rank::Weights;
+use semantic_index::{Document, MiniLm, Scorer, SemanticIndex, StaticModel};
+
+const HELP: &str = "\
+semantic-index <command> --model-dir DIR
+
+commands:
+  static                 build the static model from MiniLM into DIR (deterministic)
+  embed TEXT...          print MiniLM's vectors of the texts (first 8 values and the norm)
+  eval --data FILE [--rerank-queries N] [--rerank-depth N] [--tune] [--no-idf]
+                         the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
+                         --tune sweeps the weights on the dev queries, --no-idf drops the
+                         index's IDF weighting of static vectors
+";
+
+fn main() -> ExitCode {
+    match run(std::env::args().skip(1).collect()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("semantic-index: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Vec<String>) -> Result<(), String> {
+    let mut model_dir = None;
+    let mut data = None;
+    let mut rerank_queries = usize::MAX;
+    let mut tune = false;
+    let mut no_idf = false;
+    let mut rerank_depth = None;
+    let mut rest = Vec::new();
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--model-dir" => model_dir = it.next().map(PathBuf::from),
+            "--data" => data = it.next().map(PathBuf::from),
+            "--rerank-queries" => {
+                rerank_queries = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or("--rerank-queries N")?
+            }
+            "--tune" => tune = true,
+            "--no-idf" => no_idf = true,
+            "--rerank-depth" => {
+                rerank_depth = Some(
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or("--rerank-depth N")?,
+                )
+            }
+            _ => rest.push(a),
+        }
+    }
+    let dir = model_dir.ok_or(format!("--model-dir is required\n\n{HELP}"))?;
+    let load = || {
+        let t = Instant::now();
+        let m = MiniLm::load(&dir).map_err(|e| e.to_string());
+        eprintln!("MiniLM loaded in {:.2} s", t.elapsed().as_secs_f64());
+        m
+    };
+    match rest.first().map(String::as_str) {
+        Some("static") => {
+            let minilm = load()?;
+            let t = Instant::now();
+            let model = StaticModel::build(&minilm, &dir).map_err(|e| e.to_string())?;
+            let built = t.elapsed().as_secs_f64();
+            let sha = model.save(&dir).map_err(|e| e.to_string())?;
+            println!("static model built in {built:.1} s, sha256 {sha}");
+            Ok(())
+        }
+        Some("embed") => {
+            let minilm = load()?;
+            let texts: Vec<&str> = rest[1..].iter().map(String::as_str).collect();
+            for (text, v) in texts
+                .iter()
+                .zip(minilm.embed(&texts).map_err(|e| e.to_string())?)
+            {
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                println!("{text:?}: {:?} norm {norm:.6}", &v[..8.min(v.len())]);
+            }
+            Ok(())
+        }
+        Some("eval") => eval(
+            load()?,
+            &dir,
+            &data.ok_or("--data FILE")?,
+            rerank_queries,
+            tune,
+            Weights {
+                idf_dense: !no_idf,
+                rerank_depth: rerank_depth.unwrap_or(Weights::default().rerank_depth),
+                ..Weights::default()
+            },
+        ),
+        _ => Err(HELP.into()),
+    }
+}
+
+struct Query {
+    doc: usize,
+    query: String,
+    hard: String,
+}
+
+fn eval(
+    minilm: MiniLm,
+    dir: &std::path::Path,
+    data: &std::path::Path,
+    rerank_queries: usize,
+    tune: bool,
+    weights: Weights,
+) -> Result<(), String> {
+    let statics =
+        StaticModel::load(dir).map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    let docs: Vec<Document> = json["docs"]
+        .as_array()
+        .ok_or("no docs")?
+        .iter()
+        .map(|d| Document {
+            key: format!(
+                "{}::{}",
+                d["path"].as_str().unwrap_or(""),
+                d["name"].as_str().unwrap_or("")
+            ),
+            path: d["path"].as_str().unwrap_or("").to_owned(),
+            text: d["code"].as_str().unwrap_or("").to_owned(),
+        })
+        .collect();
+    let queries = |name: &str| -> Vec<Query> {
+        json[name]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|q| Query {
+                        doc: q["doc"].as_u64().unwrap_or(0) as usize,
+                        query: q["query"].as_str().unwrap_or("").to_owned(),
+                        hard: q["hard"].as_str().unwrap_or("").to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (test, dev) = (queries("test"), queries("dev"));
+    let t = Instant::now();
+    let mut index = SemanticIndex::build_with(&statics, docs, weights);
+    println!(
+        "corpus: {} functions, {} chunks, indexed in {:.2} s; {} test queries, {} dev queries",
+        index.documents().len(),
+        index.chunks().len(),
+        t.elapsed().as_secs_f64(),
+        test.len(),
+        dev.len()
+    );
+    if tune {
+        // A coarse grid on the dev queries only; the test queries never choose a weight.
+        let mut best = (0.0, Weights::default());
+        for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
+            let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
+            let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
+            println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
+        }
+        for relative_dense in [false, true] {
+            for bm25 in [0.35, 0.5, 0.65] {
+                for definition in [0.1, 0.2, 0.3] {
+                    for file_name in [0.0, 0.05] {
+                        index.weights = Weights {
+                            bm25,
+                            dense: 1.0 - bm25,
+                            definition,
+                            file_name,
+                            relative_dense,
+                            ..Weights::default()
+                        };
+                        let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
+                        let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
+                        index.weights.rerank_depth = 30;
+                        let r30 = measure_at(&index, &dev, true, 30);
+                        println!(
+                            "dev hybrid relative {relative_dense} bm25 {bm25} definition {definition} file {file_name}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
+                        );
+                        if m + h > best.0 {
+                            best = (m + h, index.weights);
+                        }
+                    }
+                }
+            }
+        }
+        index.weights = best.1;
+        println!("best on dev: {:?}", best.1);
+        if rerank_queries == 0 {
+            return Ok(());
+        }
+        // The first variant fills the chunk-vector cache; the others reuse it.
+        for (rerank, rerank_minmax, rerank_depth) in [
+            (0.7, false, 30),
+            (0.5, false, 30),
+            (0.9, false, 30),
+            (0.5, true, 30),
+            (0.7, true, 30),
+            (0.9, true, 30),
+            (0.7, false, 50),
+            (0.7, true, 50),
+        ] {
+            index.weights = Weights {
+                rerank,
+                rerank_minmax,
+                rerank_depth,
+                ..index.weights
+            };
+            let (m, _) = measure(
+                &index,
+                &dev,
+                Scorer::Rerank,
+                Some(&minilm),
+                false,
+                usize::MAX,
+            );
+            let (h, _) = measure(
+                &index,
+                &dev,
+                Scorer::Rerank,
+                Some(&minilm),
+                true,
+                usize::MAX,
+            );
+            println!(
+                "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
+            );
+        }
+        return Ok(());
+    }
+    println!("\n| ranking | queries | MRR@10 | R@10 | hard MRR@10 | hard R@10 | ms/query |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (name, scorer, limit) in [
+        ("BM25 alone", Scorer::Bm25, usize::MAX),
+        ("static dense alone", Scorer::Dense, usize::MAX),
+        ("hybrid", Scorer::Hybrid, usize::MAX),
+        ("hybrid (re-rank subset)", Scorer::Hybrid, rerank_queries),
+        ("hybrid + MiniLM re-rank", Scorer::Rerank, rerank_queries),
+    ] {
+        // The hybrid row on the re-ranked subset is only worth a line when it is a subset.
+        if name == "hybrid (re-rank subset)" && limit >= test.len() {
+            continue;
+        }
+        let t = Instant::now();
+        let (mrr, recall) = measure(&index, &test, scorer, Some(&minilm), false, limit);
+        let (hmrr, hrecall) = measure(&index, &test, scorer, Some(&minilm), true, limit);
+        let n = test.len().min(limit);
+        println!(
+            "| {name} | {n} | {mrr:.3} | {recall:.3} | {hmrr:.3} | {hrecall:.3} | {:.1} |",
+            t.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64
+        );
+    }
+    Ok(())
+}
+
+/// The hybrid ranking's recall at `depth`: how often the answer is among the candidates a
+/// re-rank of that depth would see.
+fn measure_at(index: &SemanticIndex<'_>, queries: &[Query], hard: bool, depth: usize) -> f64 {
+    let found = queries
+        .iter()
+        .filter(|q| {
+            let text = if hard { &q.hard } else { &q.query };
+            index
+                .search(text, Scorer::Hybrid, None, depth)
+                .iter()
+                .any(|h| h.doc == q.doc)
+        })
+        .count();
+    found as f64 / queries.len().max(1) as f64
+}
+
+/// MRR@10 and R@10 of the first `limit` queries.
+fn measure(
+    index: &SemanticIndex<'_>,
+    queries: &[Query],
+    scorer: Scorer,
+    minilm: Option<&MiniLm>,
+    hard: bool,
+    limit: usize,
+) -> (f64, f64) {
+    let queries = &queries[..queries.len().min(limit)];
+    let (mut rr, mut found) = (0.0, 0.0);
+    for q in queries {
+        let text = if hard { &q.hard } else { &q.query };
+        let hits = index.search(text, scorer, minilm, 10);
+        if let Some(rank) = hits.iter().position(|h| h.doc == q.doc) {
+            rr += 1.0 / (rank + 1) as f64;
+            found += 1.0;
+        }
+    }
+    let n = queries.len().max(1) as f64;
+    (rr / n, found / n)
+}

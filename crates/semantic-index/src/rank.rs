@@ -1,0 +1,402 @@
+//! The hybrid ranking: BM25, the static model's cosine, definition and file-name boosts, one
+//! result per document, and a MiniLM re-rank of the first candidates.
+//!
+//! Every weight is in [`Weights`]; their values were chosen on the evaluation's *dev* queries,
+//! never on the queries it reports (docs/semantic.md).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::bm25::Bm25;
+use crate::chunk::{Chunk, chunk_file, definition_name};
+use crate::model::MiniLm;
+use crate::statics::StaticModel;
+use crate::text::{for_embedding, sub_tokens};
+
+/// What to index: a document is a file in a repository (`key` = its path); the evaluation also
+/// indexes functions, each its own document inside a shared file.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// What results are deduplicated by: one hit per key.
+    pub key: String,
+    /// The file path the file-name boost reads.
+    pub path: String,
+    /// The content.
+    pub text: String,
+}
+
+/// A ranked document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The document's index in the list given to [`SemanticIndex::build`].
+    pub doc: usize,
+    /// The best chunk's index in [`SemanticIndex::chunks`].
+    pub chunk: usize,
+    /// The score, in `[0, 1]`.
+    pub score: f32,
+}
+
+/// Which ranking [`SemanticIndex::search`] uses (the evaluation reports each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scorer {
+    /// BM25 alone.
+    Bm25,
+    /// The static model's cosine alone.
+    Dense,
+    /// BM25, cosine and boosts.
+    Hybrid,
+    /// The hybrid ranking with its first [`Weights::rerank_depth`] results re-ranked by MiniLM.
+    Rerank,
+}
+
+/// The ranking's weights. The hybrid score is
+/// `(bm25 · bm25/max bm25 + dense · max(cos, 0) + definition · d + file_name · f) / sum of weights`
+/// where `d` (`f`) is the fraction of the query's terms that name a definition in the chunk (a word
+/// of the file name); the re-ranked score is `rerank · minilm_cos + (1 − rerank) · hybrid/top`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Weights {
+    /// The weight of the max-normalised BM25 score.
+    pub bm25: f32,
+    /// The weight of the static cosine.
+    pub dense: f32,
+    /// The weight of the definition boost.
+    pub definition: f32,
+    /// The weight of the file-name boost.
+    pub file_name: f32,
+    /// The weight of MiniLM's cosine in the re-ranked score.
+    pub rerank: f32,
+    /// How many of the hybrid ranking's first documents MiniLM re-ranks.
+    pub rerank_depth: usize,
+    /// Whether the re-rank min-max normalises MiniLM's cosines and the hybrid scores over the
+    /// re-ranked head before mixing them (otherwise: raw cosine, hybrid divided by the best).
+    pub rerank_minmax: bool,
+    /// Whether the hybrid score divides each cosine by the query's best cosine, as it does BM25.
+    pub relative_dense: bool,
+    /// Whether static vectors weight each token by its inverse document frequency over the
+    /// index's chunks (on top of the model's SIF weights). Read once, by
+    /// [`SemanticIndex::build_with`].
+    pub idf_dense: bool,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            bm25: 0.5,
+            dense: 0.5,
+            definition: 0.3,
+            file_name: 0.05,
+            rerank: 0.7,
+            rerank_depth: 30,
+            rerank_minmax: false,
+            relative_dense: true,
+            idf_dense: true,
+        }
+    }
+}
+
+/// An in-memory semantic index over documents.
+pub struct SemanticIndex<'m> {
+    statics: &'m StaticModel,
+    docs: Vec<Document>,
+    chunks: Vec<Chunk>,
+    chunk_doc: Vec<u32>,
+    bm25: Bm25,
+    /// Row-major `[chunk][dim]` int8 static vectors, each row scaled by its own `scales` entry.
+    dense: Vec<i8>,
+    scales: Vec<f32>,
+    /// Per token id: its inverse document frequency over the chunks.
+    idf: Vec<f32>,
+    /// [`Weights::idf_dense`] as the index was built: queries must be embedded the same way as
+    /// the chunks, whatever `weights` says later.
+    idf_dense: bool,
+    /// Per chunk: the sub-tokens of the names its definition lines introduce.
+    definitions: Vec<Vec<String>>,
+    /// Per document: the sub-tokens of its file name.
+    file_words: Vec<Vec<String>>,
+    /// MiniLM vectors of chunks, by content hash.
+    cache: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    /// The ranking's weights.
+    pub weights: Weights,
+}
+
+impl<'m> SemanticIndex<'m> {
+    /// Chunks and indexes `docs`.
+    pub fn build(statics: &'m StaticModel, docs: Vec<Document>) -> Self {
+        Self::build_with(statics, docs, Weights::default())
+    }
+
+    /// [`SemanticIndex::build`] with other weights (the index's vectors depend on
+    /// [`Weights::idf_dense`]).
+    pub fn build_with(statics: &'m StaticModel, docs: Vec<Document>, weights: Weights) -> Self {
+        let mut index = Self {
+            statics,
+            chunks: Vec::new(),
+            chunk_doc: Vec::new(),
+            bm25: Bm25::default(),
+            dense: Vec::new(),
+            scales: Vec::new(),
+            definitions: Vec::new(),
+            idf: Vec::new(),
+            idf_dense: weights.idf_dense,
+            file_words: Vec::new(),
+            cache: Mutex::new(HashMap::new()),
+            weights,
+            docs: Vec::new(),
+        };
+        for (d, doc) in docs.iter().enumerate() {
+            let name = doc.path.rsplit('/').next().unwrap_or(&doc.path);
+            let stem = name.split('.').next().unwrap_or(name);
+            index.file_words.push(sub_tokens(stem));
+            for chunk in chunk_file(&doc.path, &doc.text) {
+                index.bm25.add(&chunk.text);
+                index.definitions.push(
+                    chunk
+                        .text
+                        .lines()
+                        .filter_map(definition_name)
+                        .flat_map(sub_tokens)
+                        .collect(),
+                );
+                index.chunks.push(chunk);
+                index.chunk_doc.push(d as u32);
+            }
+        }
+        let ids: Vec<Vec<u32>> = index
+            .chunks
+            .iter()
+            .map(|c| statics.token_ids(&c.text))
+            .collect();
+        let mut df = vec![0u32; statics.vocab_size()];
+        for chunk in &ids {
+            let mut seen: Vec<u32> = chunk.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            for id in seen {
+                if let Some(d) = df.get_mut(id as usize) {
+                    *d += 1;
+                }
+            }
+        }
+        let n = ids.len() as f32;
+        index.idf = df
+            .iter()
+            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
+            .collect();
+        for chunk in &ids {
+            let (q, scale) = quantize(&index.static_vector(chunk));
+            index.dense.extend(q);
+            index.scales.push(scale);
+        }
+        index.docs = docs;
+        index
+    }
+
+    /// The chunks, in the order hits name them.
+    pub fn chunks(&self) -> &[Chunk] {
+        &self.chunks
+    }
+
+    /// The documents, in the order hits name them.
+    pub fn documents(&self) -> &[Document] {
+        &self.docs
+    }
+
+    /// A static vector, its tokens weighted by their inverse document frequency in this index
+    /// when [`Weights::idf_dense`] says so.
+    fn static_vector(&self, ids: &[u32]) -> Vec<f32> {
+        if self.idf_dense {
+            // A token no chunk holds has the highest IDF there is.
+            let top = (1.0 + (self.chunks.len() as f32 + 0.5) / 0.5).ln();
+            self.statics
+                .embed_ids(ids, |id| self.idf.get(id as usize).copied().unwrap_or(top))
+        } else {
+            self.statics.embed_ids(ids, |_| 1.0)
+        }
+    }
+
+    /// How many chunk vectors MiniLM has computed and cached so far.
+    pub fn cached_vectors(&self) -> usize {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// The `k` best documents for `query`. [`Scorer::Rerank`] needs `minilm`; without it the
+    /// hybrid ranking is returned.
+    pub fn search(
+        &self,
+        query: &str,
+        scorer: Scorer,
+        minilm: Option<&MiniLm>,
+        k: usize,
+    ) -> Vec<Hit> {
+        let w = self.weights;
+        let bm25 = self.bm25.scores(query);
+        let top = bm25.iter().copied().fold(0.0f32, f32::max);
+        let (qv, qscale) = quantize(&self.static_vector(&self.statics.token_ids(query)));
+        let dim = self.statics.dim();
+        let mut terms = sub_tokens(query);
+        terms.sort();
+        terms.dedup();
+        let share = |words: &[String]| {
+            if terms.is_empty() {
+                0.0
+            } else {
+                terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
+            }
+        };
+        let total = (w.bm25 + w.dense + w.definition + w.file_name).max(f32::MIN_POSITIVE);
+        let cosines: Vec<f32> = (0..self.chunks.len())
+            .map(|c| {
+                let row = &self.dense[c * dim..(c + 1) * dim];
+                let dot: i32 = row
+                    .iter()
+                    .zip(&qv)
+                    .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                    .sum();
+                (dot as f32 * qscale * self.scales[c]).clamp(0.0, 1.0)
+            })
+            .collect();
+        let cos_top = cosines.iter().copied().fold(0.0f32, f32::max);
+        let mut best: HashMap<u32, (f32, usize)> = HashMap::new();
+        for (c, &doc) in self.chunk_doc.iter().enumerate() {
+            let lexical = if top > 0.0 { bm25[c] / top } else { 0.0 };
+            let cosine = || {
+                let c = cosines[c];
+                if w.relative_dense && cos_top > 0.0 {
+                    c / cos_top
+                } else {
+                    c
+                }
+            };
+            let score = match scorer {
+                Scorer::Bm25 => lexical,
+                Scorer::Dense => cosine(),
+                Scorer::Hybrid | Scorer::Rerank => {
+                    (w.bm25 * lexical
+                        + w.dense * cosine()
+                        + w.definition * share(&self.definitions[c])
+                        + w.file_name * share(&self.file_words[doc as usize]))
+                        / total
+                }
+            };
+            let entry = best.entry(doc).or_insert((f32::NEG_INFINITY, c));
+            if score > entry.0 {
+                *entry = (score, c);
+            }
+        }
+        let mut hits: Vec<Hit> = best
+            .into_iter()
+            .map(|(doc, (score, chunk))| Hit {
+                doc: doc as usize,
+                chunk,
+                score,
+            })
+            .collect();
+        let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc));
+        hits.sort_by(order);
+        if let (Scorer::Rerank, Some(minilm)) = (scorer, minilm) {
+            self.rerank(query, minilm, &mut hits);
+            let depth = w.rerank_depth.min(hits.len());
+            hits[..depth].sort_by(order);
+        }
+        hits.truncate(k);
+        hits
+    }
+
+    /// Re-scores the first [`Weights::rerank_depth`] hits with MiniLM's cosine; the others are
+    /// scaled under the lowest re-ranked score, so that the scores stay one ranking in `[0, 1]`.
+    fn rerank(&self, query: &str, minilm: &MiniLm, hits: &mut [Hit]) {
+        let w = self.weights;
+        let depth = w.rerank_depth.min(hits.len());
+        let Some(query) = minilm
+            .embed(&[&for_embedding(query)])
+            .ok()
+            .and_then(|mut v| v.pop())
+        else {
+            return;
+        };
+        if depth == 0 {
+            return;
+        }
+        let vectors = self.minilm_vectors(minilm, &hits[..depth]);
+        let cosines: Vec<f32> = vectors
+            .iter()
+            .map(|v| {
+                v.iter()
+                    .zip(&query)
+                    .map(|(a, b)| a * b)
+                    .sum::<f32>()
+                    .clamp(0.0, 1.0)
+            })
+            .collect();
+        let hybrid: Vec<f32> = hits[..depth].iter().map(|h| h.score).collect();
+        // Min-max over the head puts both signals on the same scale whatever their spread.
+        let spread = |v: &[f32]| {
+            let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            move |x: f32| {
+                if !w.rerank_minmax {
+                    x
+                } else if hi > lo {
+                    (x - lo) / (hi - lo)
+                } else {
+                    1.0
+                }
+            }
+        };
+        let (cos_n, hyb_n) = (spread(&cosines), spread(&hybrid));
+        let top = hybrid[0].max(f32::MIN_POSITIVE);
+        for ((hit, &cos), &hyb) in hits[..depth].iter_mut().zip(&cosines).zip(&hybrid) {
+            let hyb = if w.rerank_minmax {
+                hyb_n(hyb)
+            } else {
+                hyb / top
+            };
+            hit.score = (w.rerank * cos_n(cos) + (1.0 - w.rerank) * hyb).clamp(0.0, 1.0);
+        }
+        let floor = hits[..depth].iter().map(|h| h.score).fold(1.0f32, f32::min);
+        let last = hybrid[depth - 1].max(f32::MIN_POSITIVE);
+        for hit in &mut hits[depth..] {
+            hit.score = floor * (hit.score / last).min(1.0);
+        }
+    }
+
+    /// MiniLM vectors of the hits' best chunks, from the cache or embedded now (and cached).
+    fn minilm_vectors(&self, minilm: &MiniLm, hits: &[Hit]) -> Vec<Vec<f32>> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let missing: Vec<usize> = hits
+            .iter()
+            .map(|h| h.chunk)
+            .filter(|&c| !cache.contains_key(&self.chunks[c].hash))
+            .collect();
+        if !missing.is_empty() {
+            let texts: Vec<String> = missing
+                .iter()
+                .map(|&c| for_embedding(&self.chunks[c].text))
+                .collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            if let Ok(vectors) = minilm.embed(&refs) {
+                for (&c, v) in missing.iter().zip(vectors) {
+                    cache.insert(self.chunks[c].hash, v);
+                }
+            }
+        }
+        hits.iter()
+            .map(|h| {
+                cache
+                    .get(&self.chunks[h.chunk].hash)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+/// A unit vector as int8 with one scale: `v[i] ≈ q[i] · scale`.
+fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 {
+        return (vec![0; v.len()], 0.0);
+    }
+    let scale = max / 127.0;
+    (v.iter().map(|x| (x / scale).round() as i8).collect(), scale)
+}

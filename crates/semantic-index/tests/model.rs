@@ -1,0 +1,128 @@
+//! MiniLM against an independent reference, and the tokenizer's pure-Rust build against the
+//! default one. The model is the one `cargo xtask tools` installs; these tests fail (they do not
+//! skip) when it is missing.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use semantic_index::{MAX_POSITIONS, MiniLm};
+
+fn model_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/models/all-minilm-l6-v2")
+}
+
+fn model() -> &'static MiniLm {
+    static MODEL: OnceLock<MiniLm> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        MiniLm::load(&model_dir())
+            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"))
+    })
+}
+
+/// The first eight values of the embedding, from `reference/minilm_numpy.py` (BERT in float64
+/// numpy, no PyTorch), and the token ids from the `tokenizers` Python wheel (its default, onig
+/// build).
+fn check(text: &str, ids: &[u32], head: [f32; 8]) {
+    let encoding = model().tokenizer().encode(text, true).expect("tokenizes");
+    assert_eq!(encoding.get_ids(), ids, "ids of {text:?}");
+    let v = model().embed(&[text]).expect("embeds").remove(0);
+    assert_eq!(v.len(), 384);
+    let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
+    for (i, (got, want)) in v.iter().zip(head).enumerate() {
+        assert!(
+            (got - want).abs() < 2e-5,
+            "{text:?}[{i}] = {got}, reference {want}"
+        );
+    }
+}
+
+#[test]
+fn embeddings_match_the_numpy_reference() {
+    check(
+        "This is a test sentence.",
+        &[101, 2023, 2003, 1037, 3231, 6251, 1012, 102],
+        [
+            0.0842964, 0.0579537, 0.0044934, 0.1058211, 0.0070834, -0.0178447, -0.016888,
+            -0.0152283,
+        ],
+    );
+    check(
+        "def parse_args(argv): return argv[1:]",
+        &[
+            101, 13366, 11968, 3366, 1035, 12098, 5620, 1006, 12098, 2290, 2615, 1007, 1024, 2709,
+            12098, 2290, 2615, 1031, 1015, 1024, 1033, 102,
+        ],
+        [
+            0.0082062, -0.0043562, -0.027362, 0.0223688, -0.040452, -0.090905, 0.0861658,
+            -0.0229456,
+        ],
+    );
+}
+
+#[test]
+fn pure_rust_tokenizer_matches_the_default_build_on_accents_and_scripts() {
+    let ids = model()
+        .tokenizer()
+        .encode("Café naïve 日本語 façade — “quotes” ẞ", true)
+        .expect("tokenizes");
+    assert_eq!(
+        ids.get_ids(),
+        [
+            101, 7668, 15743, 1864, 1876, 1950, 8508, 1517, 1523, 16614, 1524, 1096, 102
+        ]
+    );
+    let ids = model()
+        .tokenizer()
+        .encode("parseHTTPResponse snake_case 0x1F", true)
+        .expect("tokenizes");
+    assert_eq!(
+        ids.get_ids(),
+        [
+            101, 11968, 3366, 11039, 25856, 6072, 26029, 3366, 7488, 1035, 2553, 1014, 2595, 2487,
+            2546, 102
+        ]
+    );
+}
+
+#[test]
+fn packaged_padding_and_truncation_to_128_are_off() {
+    let tokenizer = model().tokenizer();
+    let short = tokenizer.encode("word", true).expect("tokenizes");
+    assert_eq!(short.get_ids(), [101, 2773, 102], "no padding");
+    let long = tokenizer
+        .encode("word ".repeat(200), true)
+        .expect("tokenizes");
+    assert_eq!(long.get_ids().len(), 202, "no truncation at 128");
+    let longest = tokenizer
+        .encode("word ".repeat(600), true)
+        .expect("tokenizes");
+    assert_eq!(
+        longest.get_ids().len(),
+        MAX_POSITIONS,
+        "truncated at the model's positions"
+    );
+    assert_eq!(longest.get_ids().last(), Some(&102));
+}
+
+#[test]
+fn a_batch_embeds_each_text_as_it_would_alone() {
+    let texts = [
+        "open a file",
+        "close the socket",
+        "open a file",
+        "sort a list in place",
+    ];
+    let batch = model().embed(&texts).expect("embeds");
+    for (text, v) in texts.iter().zip(&batch) {
+        let alone = model().embed(&[text]).expect("embeds").remove(0);
+        let diff = v
+            .iter()
+            .zip(&alone)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(diff < 1e-5, "{text:?} differs by {diff}");
+    }
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!(cos(&batch[0], &batch[1]) < cos(&batch[0], &batch[2]));
+}

@@ -1,0 +1,139 @@
+//! The static model's build and file, and the ranking over a small corpus. A static model over
+//! the vocabulary's first 3 000 tokens (common English words are among them) keeps this fast; the
+//! full build is `cargo xtask model static`.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use semantic_index::{Document, Error, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel};
+
+const LIMIT: usize = 3000;
+
+fn model_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/models/all-minilm-l6-v2")
+}
+
+fn minilm() -> &'static MiniLm {
+    static MODEL: OnceLock<MiniLm> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        MiniLm::load(&model_dir())
+            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"))
+    })
+}
+
+fn statics() -> &'static StaticModel {
+    static MODEL: OnceLock<StaticModel> = OnceLock::new();
+    MODEL.get_or_init(|| StaticModel::build_limited(minilm(), &model_dir(), LIMIT).expect("builds"))
+}
+
+/// A directory holding the tokenizer, where a static model can be saved.
+fn scratch() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        model_dir().join("tokenizer.json"),
+        dir.path().join("tokenizer.json"),
+    )
+    .expect("copy");
+    dir
+}
+
+#[test]
+fn static_build_does_not_depend_on_the_thread_count() {
+    let mut one = MiniLm::load(&model_dir()).expect("loads");
+    one.set_threads(1);
+    let single = StaticModel::build_limited(&one, &model_dir(), LIMIT).expect("builds");
+    let (a, b) = (scratch(), scratch());
+    assert_eq!(
+        single.save(a.path()).expect("saves"),
+        statics().save(b.path()).expect("saves")
+    );
+}
+
+#[test]
+fn static_model_round_trips_and_refuses_a_changed_byte() {
+    let dir = scratch();
+    statics().save(dir.path()).expect("saves");
+    let loaded = StaticModel::load(dir.path()).expect("loads");
+    let text = "return the list of open files";
+    assert_eq!(loaded.embed(text), statics().embed(text));
+    let path = dir.path().join(STATIC_FILE);
+    let mut bytes = std::fs::read(&path).expect("reads");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).expect("writes");
+    assert!(matches!(StaticModel::load(dir.path()), Err(Error::Checksum(p)) if p == path));
+}
+
+fn corpus() -> Vec<Document> {
+    let doc = |path: &str, text: &str| Document {
+        key: path.to_owned(),
+        path: path.to_owned(),
+        text: text.to_owned(),
+    };
+    vec![
+        doc(
+            "net/socket.py",
+            "def close_connection(sock):\n    sock.shutdown()\n    sock.close()\n",
+        ),
+        doc(
+            "fs/files.py",
+            "def read_lines(path):\n    with open(path) as f:\n        return f.read().splitlines()\n\n\ndef write_text(path, text):\n    with open(path, 'w') as f:\n        f.write(text)\n",
+        ),
+        doc(
+            "math/stats.py",
+            "def mean(values):\n    return sum(values) / len(values)\n",
+        ),
+        doc(
+            "ui/colour.py",
+            "def parse_colour(name):\n    return COLOURS[name.lower()]\n",
+        ),
+    ]
+}
+
+/// Every ranking puts `expected_first` first, except BM25 when the query shares no word with it
+/// (`lexical` false): that gap is what the dense signal is for.
+fn check(query: &str, expected_first: &str, lexical: bool) {
+    let index = SemanticIndex::build(statics(), corpus());
+    for scorer in [Scorer::Bm25, Scorer::Dense, Scorer::Hybrid, Scorer::Rerank] {
+        let hits = index.search(query, scorer, Some(minilm()), 10);
+        let paths: Vec<&str> = hits
+            .iter()
+            .map(|h| index.documents()[h.doc].path.as_str())
+            .collect();
+        if scorer != Scorer::Bm25 || lexical {
+            assert_eq!(
+                paths.first(),
+                Some(&expected_first),
+                "{scorer:?} on {query:?}: {paths:?}"
+            );
+        }
+        let mut unique = paths.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), paths.len(), "one hit per document: {paths:?}");
+        assert!(
+            hits.windows(2).all(|w| w[0].score >= w[1].score),
+            "{hits:?}"
+        );
+        assert!(
+            hits.iter().all(|h| (0.0..=1.0).contains(&h.score)),
+            "{hits:?}"
+        );
+    }
+}
+
+#[test]
+fn each_ranking_finds_the_function_a_description_names() {
+    check("read all lines of a file", "fs/files.py", true);
+    check("average of some numbers", "math/stats.py", false);
+}
+
+#[test]
+fn reranking_caches_chunk_vectors_by_content_hash() {
+    let index = SemanticIndex::build(statics(), corpus());
+    index.search("shut the socket down", Scorer::Rerank, Some(minilm()), 3);
+    let cached = index.cached_vectors();
+    assert!(cached > 0 && cached <= index.chunks().len());
+    index.search("shut the socket down", Scorer::Rerank, Some(minilm()), 3);
+    assert_eq!(index.cached_vectors(), cached);
+}

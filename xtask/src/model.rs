@@ -104,7 +104,11 @@ fn python_output(python: &Path, script: &str, args: &[&Path]) -> Result<String, 
 
 /// Runs the `semantic-index` binary (release build) with the model directory and `args`.
 pub(crate) fn semantic_index(args: &[&str]) -> Result<(), String> {
-    let dir = model_dir();
+    semantic_index_in(&model_dir(), args)
+}
+
+/// Runs the `semantic-index` binary (release build) on the model in `dir` with `args`.
+fn semantic_index_in(dir: &Path, args: &[&str]) -> Result<(), String> {
     run(cargo()
         .args([
             "run",
@@ -115,7 +119,7 @@ pub(crate) fn semantic_index(args: &[&str]) -> Result<(), String> {
             "--",
             "--model-dir",
         ])
-        .arg(&dir)
+        .arg(dir)
         .args(args))
 }
 
@@ -123,20 +127,12 @@ pub(crate) fn semantic_index(args: &[&str]) -> Result<(), String> {
 pub(crate) fn model(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("static") => {
-            if let Some(dir) = args.iter().skip_while(|a| *a != "--model-dir").nth(1) {
-                return run(cargo().args([
-                    "run",
-                    "--release",
-                    "--quiet",
-                    "-p",
-                    "semantic-index",
-                    "--",
-                    "--model-dir",
-                    dir,
-                    "static",
-                ]));
-            }
-            semantic_index(&["static"])
+            let dir = args
+                .iter()
+                .skip_while(|a| *a != "--model-dir")
+                .nth(1)
+                .map_or_else(model_dir, PathBuf::from);
+            semantic_index_in(&dir, &["static"])
         }
         _ => Err("usage: cargo xtask model static [--model-dir DIR]".into()),
     }

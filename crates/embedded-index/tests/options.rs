@@ -63,8 +63,17 @@ fn request(query: &str, regex: bool, ci: bool, edit: impl Fn(&mut SearchRequest)
     r
 }
 
-fn index_of(seed: u64) -> (tempfile::TempDir, tempfile::TempDir, EmbeddedIndex) {
-    let (tree, _outside) = tree::generated_tree(seed);
+/// A generated tree, its index, and the directories that must outlive the searches: the index
+/// store and the tree's outside directory, which its symlinks point into (were it dropped, a
+/// followed symlink would find nothing and the test could not see it being followed).
+fn index_of(
+    seed: u64,
+) -> (
+    tempfile::TempDir,
+    (tempfile::TempDir, tempfile::TempDir),
+    EmbeddedIndex,
+) {
+    let (tree, outside) = tree::generated_tree(seed);
     let store = tempfile::tempdir().unwrap();
     // Tiny segments, so that plans are evaluated across many of them.
     let config = EmbeddedIndexConfig {
@@ -73,7 +82,7 @@ fn index_of(seed: u64) -> (tempfile::TempDir, tempfile::TempDir, EmbeddedIndex) 
     };
     let index = EmbeddedIndex::with_config(tree.path(), store.path(), config).unwrap();
     index.build("r1").unwrap();
-    (tree, store, index)
+    (tree, (store, outside), index)
 }
 
 /// `word` as a regex matching it literally.

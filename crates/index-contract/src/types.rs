@@ -220,11 +220,6 @@ pub struct FileFilter {
 }
 
 impl FileFilter {
-    /// Whether the filter is ripgrep's default: every selected file, no globs, no types.
-    pub fn is_default(&self) -> bool {
-        self == &FileFilter::default()
-    }
-
     /// Whether globs or types narrow the selection.
     pub fn narrows(&self) -> bool {
         !self.globs.is_empty() || !self.types.is_empty()

@@ -7,7 +7,7 @@ use index_contract::{
     BackendHit, BackendSearchResponse, CancelSignal, IndexState, SearchRequest, SkippedFiles,
     limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::{FileSearcher, LiteralMatcher, SearchControl};
+use search_profile::{FileSearcher, QueryMatcher, SearchControl};
 use tokio_postgres::types::ToSql;
 
 use crate::{PgIndex, PgIndexError, content};
@@ -157,7 +157,7 @@ impl PgIndex {
 /// bytes.
 fn verify(
     searcher: &mut FileSearcher,
-    matcher: &LiteralMatcher,
+    matcher: &QueryMatcher,
     path: &str,
     bytes: &[u8],
     prior: f32,

@@ -80,11 +80,6 @@ impl PathFilter {
         Ok(PathFilter { globs, types })
     }
 
-    /// Whether the filter narrows anything: `false` for no globs and no types.
-    pub fn is_empty(&self) -> bool {
-        self.globs.is_empty() && self.types.is_empty()
-    }
-
     /// Whether ripgrep, given these globs and types, would search the file at the repo-relative,
     /// `/`-separated `rel_path`, assuming the default walk would (it is not ignored, not hidden):
     /// no ancestor directory is excluded by a glob, and the file itself is included by a glob, or

@@ -57,8 +57,8 @@ pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular};
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
 pub use search::{
-    ContextConfig, FileOutcome, FileSearcher, LineMatch, LiteralMatcher, NeverStop, QueryMatcher,
-    SearchControl, SearchFileError, matcher, query_matcher,
+    ContextConfig, FileOutcome, FileSearcher, LineMatch, NeverStop, QueryMatcher, SearchControl,
+    SearchFileError, matcher, query_matcher,
 };
 pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
 

@@ -3,8 +3,6 @@
 //! call, in every mode alike.
 
 use grep_regex::RegexMatcherBuilder;
-use ignore::overrides::OverrideBuilder;
-use ignore::types::TypesBuilder;
 use index_contract::{
     FileFilter, IndexError, RegexRejection, SearchMode, SearchRequest,
     limits::{REGEX_DFA_CACHE_BYTES, REGEX_SIZE_LIMIT_BYTES},
@@ -66,35 +64,21 @@ pub(crate) fn regex_rejection(pattern: &str, error: &grep_regex::Error) -> Regex
         Err(_) => RegexRejection::Syntax,
         Ok(_) => match error.kind() {
             grep_regex::ErrorKind::NotAllowed(_) => RegexRejection::LineTerminator,
-            // A pattern that parses and is allowed fails only on a size limit.
+            // A NUL can never match: files holding one are binary and skipped.
+            grep_regex::ErrorKind::Banned(_) => RegexRejection::Syntax,
+            // The syntax tree parses, but its translation can still fail (an unknown Unicode
+            // class such as `\p{Bogus}`): that is the pattern's fault, not a size.
+            _ if crate::search::regex_hir(pattern, false).is_none() => RegexRejection::Syntax,
+            // A pattern that translates and is allowed fails only on a size limit.
             _ => RegexRejection::TooBig,
         },
     }
 }
 
-/// Checks every glob and type name as ripgrep's `-g` and `-t` take them.
+/// Checks every glob and type name as ripgrep's `-g` and `-t` take them: by building the
+/// [`crate::PathFilter`] that applies them.
 pub fn check_file_filter(files: &FileFilter) -> Result<(), IndexError> {
-    let mut globs = OverrideBuilder::new("/");
-    for (index, glob) in files.globs.iter().enumerate() {
-        globs
-            .add(glob)
-            .map_err(|_| IndexError::InvalidGlob { index })?;
-    }
-    if !files.types.is_empty() {
-        let mut types = TypesBuilder::new();
-        types.add_defaults();
-        let known: Vec<String> = types
-            .definitions()
-            .into_iter()
-            .map(|d| d.name().to_owned())
-            .collect();
-        for (index, name) in files.types.iter().enumerate() {
-            if !known.iter().any(|k| k == name) {
-                return Err(IndexError::UnknownFileType { index });
-            }
-        }
-    }
-    Ok(())
+    crate::PathFilter::new(files).map(drop)
 }
 
 #[cfg(test)]
@@ -124,6 +108,8 @@ mod tests {
         check(r"(a)\1", Some(RegexRejection::Unsupported));
         check(r"a\nb", Some(RegexRejection::LineTerminator));
         check(r"\w{1000}{1000}", Some(RegexRejection::TooBig));
+        check(r"\p{Bogus}", Some(RegexRejection::Syntax));
+        check(r"a\x00", Some(RegexRejection::Syntax));
     }
 
     #[test]

@@ -20,10 +20,6 @@ pub struct QueryMatcher {
     regex: bool,
 }
 
-/// The name the fixed-string matcher had before regexes came; kept so callers can move at their
-/// own pace.
-pub type LiteralMatcher = QueryMatcher;
-
 impl QueryMatcher {
     /// The underlying grep matcher.
     pub fn inner(&self) -> &RegexMatcher {
@@ -121,7 +117,14 @@ pub fn query_matcher(
 /// (stripping the line terminator, which grep-regex does after, only shortens matches). `None`
 /// when repetition leaves it unbounded, or when the pattern does not parse here.
 fn regex_max_len(query: &str, case_insensitive: bool) -> Option<usize> {
-    let hir = regex_syntax::ParserBuilder::new()
+    regex_hir(query, case_insensitive)?
+        .properties()
+        .maximum_len()
+}
+
+/// The regex's syntax, parsed and translated as grep-regex parses it; `None` when it does not.
+pub(crate) fn regex_hir(query: &str, case_insensitive: bool) -> Option<regex_syntax::hir::Hir> {
+    regex_syntax::ParserBuilder::new()
         .utf8(false)
         .unicode(true)
         .octal(false)
@@ -130,8 +133,7 @@ fn regex_max_len(query: &str, case_insensitive: bool) -> Option<usize> {
         .dot_matches_new_line(false)
         .build()
         .parse(query)
-        .ok()?;
-    hir.properties().maximum_len()
+        .ok()
 }
 
 /// Tells a search whether to stop now (deadline, cancellation). Checked on every read, so even a

@@ -435,7 +435,19 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 let page = hits(&result);
                 printer.print(&page);
                 left = left.saturating_sub(page.len() as u64);
-                match (result.get("next_offset"), left) {
+                let next = result.get("next_offset");
+                if next
+                    .and_then(Value::as_u64)
+                    .is_some_and(|n| n > MAX_OFFSET as u64)
+                {
+                    // The deepest page the tool serves: say so rather than fail.
+                    printer.finish(&result, false);
+                    eprintln!(
+                        "repo-search: stopped after {MAX_OFFSET} hits, the deepest page; narrow the query"
+                    );
+                    break;
+                }
+                match (next, left) {
                     (Some(next), 1..) => {
                         args["offset"] = next.clone();
                         args["page_token"] = result["page_token"].clone();
@@ -478,6 +490,8 @@ fn schema_for(modes: &[SearchMode]) -> Result<Value, Failure> {
     };
     Ok(tool.schema())
 }
+
+use index_contract::limits::MAX_OFFSET;
 
 /// Hits per page when the CLI prints every hit: the default result cap of the tool.
 const PAGE_SIZE: u64 = index_contract::limits::DEFAULT_MAX_RESULTS as u64;
@@ -558,6 +572,8 @@ struct Printer<'a> {
     out: std::io::StdoutLock<'static>,
     /// The file and line last printed, so that overlapping context is printed once.
     last: Option<(String, u64)>,
+    /// The last hit printed, whose after-context waits for the hit that follows it.
+    pending: Option<Value>,
     printed: u64,
 }
 
@@ -567,6 +583,7 @@ impl<'a> Printer<'a> {
             style,
             out: std::io::stdout().lock(),
             last: None,
+            pending: None,
             printed: 0,
         }
     }
@@ -580,7 +597,7 @@ impl<'a> Printer<'a> {
     }
 
     fn print(&mut self, hits: &[Value]) {
-        for (i, h) in hits.iter().enumerate() {
+        for h in hits {
             self.printed += 1;
             let path = h["path"].as_str().unwrap_or("");
             let shown_path = self.paint("35", path);
@@ -592,6 +609,8 @@ impl<'a> Printer<'a> {
                 let _ = writeln!(self.out, "{shown_path}");
                 continue;
             }
+            // The previous hit's after-context ends where this hit's own line begins.
+            self.flush_after(Some(h));
             let line = h["line"].as_u64().unwrap_or(0);
             let before = h["before"].as_array().cloned().unwrap_or_default();
             let first = line.saturating_sub(before.len() as u64);
@@ -626,25 +645,40 @@ impl<'a> Printer<'a> {
                 let n = self.paint("32", &line.to_string());
                 let _ = writeln!(self.out, "{shown_path}:{n}:{col}:{text}");
             }
-            // The next hit's own line is printed as a match, not as this hit's context.
-            let stop = hits
-                .get(i + 1)
-                .filter(|next| next["path"] == h["path"])
-                .and_then(|next| next["line"].as_u64())
-                .unwrap_or(u64::MAX);
-            let mut last = line.max(from.saturating_sub(1));
-            for (k, text) in h["after"].as_array().into_iter().flatten().enumerate() {
-                let n = line + 1 + k as u64;
-                if n >= stop {
-                    break;
-                }
-                if n > last {
-                    self.context_line(&shown_path, n, text.as_str().unwrap_or(""));
-                    last = n;
-                }
-            }
-            self.last = Some((path.to_owned(), last));
+            self.last = Some((path.to_owned(), line.max(from.saturating_sub(1))));
+            // Its after-context waits for the next hit, which may come on the next page: a line
+            // that is the next hit's own is printed as a match, not as context.
+            self.pending = Some(h.clone());
         }
+    }
+
+    /// Prints the pending hit's after-context, up to `next`'s line when it is in the same file.
+    fn flush_after(&mut self, next: Option<&Value>) {
+        let Some(h) = self.pending.take() else {
+            return;
+        };
+        let path = h["path"].as_str().unwrap_or("");
+        let shown_path = self.paint("35", path);
+        let line = h["line"].as_u64().unwrap_or(0);
+        let stop = next
+            .filter(|next| next["path"] == h["path"])
+            .and_then(|next| next["line"].as_u64())
+            .unwrap_or(u64::MAX);
+        let mut last = match &self.last {
+            Some((p, l)) if p == path => *l,
+            _ => line,
+        };
+        for (k, text) in h["after"].as_array().into_iter().flatten().enumerate() {
+            let n = line + 1 + k as u64;
+            if n >= stop {
+                break;
+            }
+            if n > last {
+                self.context_line(&shown_path, n, text.as_str().unwrap_or(""));
+                last = n;
+            }
+        }
+        self.last = Some((path.to_owned(), last));
     }
 
     fn context_line(&mut self, path: &str, n: u64, text: &str) {
@@ -655,6 +689,7 @@ impl<'a> Printer<'a> {
     /// Says on stderr why the answer is not every hit there is, unless the person asked for
     /// fewer.
     fn finish(&mut self, result: &Value, cut_as_asked: bool) {
+        self.flush_after(None);
         let _ = self.out.flush();
         if result["complete"] == false && !cut_as_asked {
             let why = result["stopped"].as_str().unwrap_or("unknown");

@@ -211,7 +211,11 @@ const CHANGES: inotify::WatchMask = inotify::WatchMask::CREATE
     .union(inotify::WatchMask::MOVED_FROM)
     .union(inotify::WatchMask::MOVED_TO)
     .union(inotify::WatchMask::DELETE_SELF)
-    .union(inotify::WatchMask::MOVE_SELF);
+    .union(inotify::WatchMask::MOVE_SELF)
+    // Never a watch on what a symlink points to (outside the worktree, perhaps): a directory
+    // swapped for a symlink between the walk and the watch is refused, not followed.
+    .union(inotify::WatchMask::DONT_FOLLOW)
+    .union(inotify::WatchMask::ONLYDIR);
 
 impl Backend {
     fn start(shared: &Arc<Shared>) -> Option<Backend> {

@@ -122,6 +122,10 @@ fn human_output_equals_ripgreps_for_every_option() {
             &with(&[theirs, &["src"]].concat()),
         );
     }
+    // Context across a page boundary: in `big/many.txt` every line matches, so the line after
+    // a page's last hit is the next page's first hit, a match and not a context line.
+    check(root, "needle", &["-A", "1"], &with(&["-A", "1"]));
+    check(root, "needle", &["-C", "2"], &with(&["-C", "2"]));
     // Files and counts.
     check(root, "needle", &["-l"], &["-F", "-l"]);
     check(root, "needle", &["-c"], &["-F", "-c"]);

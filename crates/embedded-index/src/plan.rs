@@ -452,12 +452,10 @@ mod tests {
     }
 
     #[test]
-    fn a_long_case_insensitive_query_plans_quickly_into_a_bounded_and() {
+    fn a_long_case_insensitive_query_plans_into_a_bounded_and() {
+        // Speed is measured in benchmarks, not here; the bound on the AND is what keeps it fast.
         let query = "struct kernel_sched_class ".repeat(160);
-        let started = std::time::Instant::now();
-        let got = plan(&query, false, true);
-        assert!(started.elapsed() < std::time::Duration::from_secs(1));
-        match got {
+        match plan(&query, false, true) {
             super::Plan::And(parts) => assert!((20..=super::MAX_AND).contains(&parts.len())),
             other => panic!("{other}"),
         }

@@ -52,7 +52,6 @@ pub(crate) struct Cursor {
     at: usize,
     matches: Vec<BackendHit>,
     skipped: SkippedFiles,
-    refused: bool,
 }
 
 /// The options that decide the candidates and how each is verified; not the cap or the deadline.
@@ -196,7 +195,8 @@ impl EmbeddedIndex {
         let mut complete = true;
         let mut at = 0;
         let fingerprint = fingerprint(request);
-        let resumable = extras.is_empty() && !widens;
+        // A walk can differ from one call to the next, so its candidates are never resumed.
+        let resumable = !widens;
         if resumable {
             let mut slot = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
             let same = slot.as_ref().is_some_and(|c| {
@@ -207,7 +207,7 @@ impl EmbeddedIndex {
                 matches = c.matches;
                 at = c.at;
                 skipped = c.skipped;
-                complete = !c.refused;
+                complete = c.skipped.refused_path == 0;
             }
         }
         // Verify in candidate order, a chunk at a time across threads, until the blocks are known.
@@ -285,7 +285,6 @@ impl EmbeddedIndex {
                 at,
                 matches: matches.clone(),
                 skipped,
-                refused: skipped.refused_path > 0,
             });
         }
         if matches.len() > cap || (matches.len() == cap && at < candidates.len()) {

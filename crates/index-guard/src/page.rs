@@ -67,7 +67,7 @@ pub fn paginate(
         digest.hit(hit);
     }
     if let Some(token) = &request.page_token {
-        check_token_form(token)?;
+        check_page_token(token)?;
         if before < offset || *token != digest.token() {
             return Err(IndexError::PageChanged);
         }
@@ -101,7 +101,9 @@ pub fn page_token(request: &SearchRequest, revision: Option<&str>, hits: &[Searc
     digest.token()
 }
 
-fn check_token_form(token: &str) -> Result<(), IndexError> {
+/// Checks that `token` has the form [`paginate`] issues (`p1-` and 32 lowercase hex digits), as
+/// the tool's schema says; whether it still matches the answer is [`paginate`]'s to judge.
+pub fn check_page_token(token: &str) -> Result<(), IndexError> {
     let hex = token.strip_prefix(TOKEN_PREFIX).unwrap_or("");
     if hex.len() == 32
         && hex

@@ -7,7 +7,9 @@ use index_contract::{
     SearchRequest, SearchResult, WireError,
     limits::{MAX_CONTEXT_LINES, MAX_FILE_FILTERS, MAX_OFFSET, SearchLimits},
 };
-use index_guard::{OptionSupport, Scope, check_options, check_scope_chars, check_tool_query};
+use index_guard::{
+    OptionSupport, Scope, check_options, check_page_token, check_scope_chars, check_tool_query,
+};
 use serde_json::{Map, Value, json};
 
 /// The tool's name.
@@ -181,10 +183,11 @@ impl RepoSearchTool {
                  and `type` (for example [\"rust\"]).",
             );
         }
-        d.push_str(
-            " `output: files` gives one hit per matching file; `output: count` adds each file's \
-             count of matching lines.",
-        );
+        d.push_str(" `output: files` gives one hit per matching file");
+        if has(ToolOption::Count) {
+            d.push_str("; `output: count` adds each file's count of matching lines");
+        }
+        d.push('.');
         if has(ToolOption::ContextBefore) {
             d.push_str(" `context_before`/`context_after` add neighbouring lines.");
         }
@@ -483,13 +486,8 @@ impl RepoSearchTool {
             Some(_) => return Err(invalid("page_token", "must be a string")),
         };
         check_options(&request, self.support(mode))?;
-        if let Some(token) = &request.page_token
-            && !is_token_form(token)
-        {
-            return Err(invalid(
-                "page_token",
-                "is not a token this tool issued; send the `page_token` of the previous page unchanged",
-            ));
+        if let Some(token) = &request.page_token {
+            check_page_token(token)?;
         }
         Ok(request)
     }
@@ -687,16 +685,6 @@ impl ToolOption {
             }),
         }
     }
-}
-
-/// Whether `token` has the form [`index_guard::paginate`] issues.
-fn is_token_form(token: &str) -> bool {
-    token.strip_prefix("p1-").is_some_and(|hex| {
-        hex.len() == 32
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 /// A JSON integer (JSON Schema's "integer" admits any number with a zero fractional part, such as

@@ -31,12 +31,13 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         scale.arg("--json").arg(j);
     }
     let scale_ok = run(&mut scale);
+    // The peer comparisons need ripgrep only, not the test peers' model or database.
     if literal {
-        ci::tools()?;
+        ci::ripgrep()?;
         literal_vs_rg(&bin)?;
     }
     if linux {
-        ci::tools()?;
+        ci::ripgrep()?;
         index_vs_codesearch(&bin)?;
     }
     scale_ok

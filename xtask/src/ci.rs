@@ -75,7 +75,7 @@ fn mcp_sdk() -> Result<(), String> {
         .arg(format!("mcp=={MCP_SDK_VERSION}")))
 }
 
-fn ripgrep() -> Result<(), String> {
+pub(crate) fn ripgrep() -> Result<(), String> {
     let tools = root().join("target").join("tools");
     let rg = tools
         .join("bin")

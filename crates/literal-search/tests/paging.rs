@@ -120,10 +120,23 @@ fn a_change_before_the_page_makes_it_stale_and_one_after_it_does_not() {
 fn an_answer_stopped_by_a_cancel_is_no_page() {
     let (tree, _outside) = generated_tree(22);
     let search = LiteralSearch::new(tree.path()).unwrap();
-    let mut r = SearchRequest::new("main", SearchMode::Literal);
-    r.max_results = Some(1);
-    r.signal.cancel();
-    let result = search.search_blocking(&r).unwrap();
-    assert_eq!(result.stopped, Some(StopReason::Cancelled));
-    assert_eq!((result.next_offset, result.page_token), (None, None));
+    // Cancel later and later until the search has filled its one-hit page and is still walking:
+    // the answer then holds a hit and more exist, which would earn a `next_offset` were it not
+    // cut short.
+    for delay_us in (0..40).map(|k| 50 * k) {
+        let mut r = SearchRequest::new("main", SearchMode::Literal);
+        r.max_results = Some(1);
+        let signal = r.signal.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_micros(delay_us));
+            signal.cancel();
+        });
+        let result = search.search_blocking(&r).unwrap();
+        canceller.join().unwrap();
+        if result.stopped == Some(StopReason::Cancelled) && !result.hits.is_empty() {
+            assert_eq!((result.next_offset, result.page_token), (None, None));
+            return;
+        }
+    }
+    panic!("no cancel landed after the first hit and before the end of the search");
 }

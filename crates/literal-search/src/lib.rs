@@ -19,8 +19,9 @@
 //! in that order), and says how complete it is. Pages are exact: a page is cut from the first
 //! `offset + max_results` hits of that order (`index_guard::paginate`), so pages taken at
 //! successive `next_offset`s concatenate to the uncapped answer, and a page whose earlier hits
-//! changed fails with the `Stale` code. An answer stopped by the deadline or a cancel holds
-//! the hits found in time and is no page: it has no `next_offset`.
+//! changed fails with the `Stale` code. An answer stopped by the deadline or a cancel is no page:
+//! it has no `next_offset`; at `offset` 0 it holds the hits found in time, past it none (an
+//! offset cannot be counted over hits that are not the first of the order).
 //!
 //! # Example
 //!
@@ -169,9 +170,14 @@ impl LiteralSearch {
         let (hits, next_offset, page_token) = match outcome.stopped {
             // Stopped by the deadline or a cancel, the hits are the ones found in time, not the
             // first of the order: they are no page, so nothing follows them and the previous
-            // page's token cannot be checked against them.
+            // page's token cannot be checked against them. Past the first page they would be
+            // an arbitrary cut of an unordered set, so such an answer holds no hit at all.
             Some(StopReason::Deadline | StopReason::Cancelled) => {
-                let hits = outcome.hits.into_iter().skip(request.offset).collect();
+                let hits = if request.offset == 0 {
+                    outcome.hits
+                } else {
+                    Vec::new()
+                };
                 (hits, None, None)
             }
             _ => {

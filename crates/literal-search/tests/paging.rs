@@ -140,3 +140,40 @@ fn an_answer_stopped_by_a_cancel_is_no_page() {
     }
     panic!("no cancel landed after the first hit and before the end of the search");
 }
+
+#[test]
+fn a_later_page_cut_short_holds_no_hit() {
+    let (tree, _outside) = generated_tree(23);
+    let search = LiteralSearch::new(tree.path()).unwrap();
+    let cancelled_after = |offset: usize, delay_us: u64| {
+        let mut r = SearchRequest::new("main", SearchMode::Literal);
+        r.max_results = Some(2 - offset);
+        r.offset = offset;
+        let signal = r.signal.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_micros(delay_us));
+            signal.cancel();
+        });
+        let result = search.search_blocking(&r).unwrap();
+        canceller.join().unwrap();
+        result
+    };
+    // A first page cut short after two hits proves the timing lets two hits be found before a
+    // cancel; the second page, cut at the same moment, must then hold none of them, since hits
+    // found in time are not the first of the order and no offset can be counted over them.
+    let mut two_found = false;
+    for delay_us in (0..60).map(|k| 50 * k) {
+        let first = cancelled_after(0, delay_us);
+        two_found |= first.stopped == Some(StopReason::Cancelled) && first.hits.len() == 2;
+        let second = cancelled_after(1, delay_us);
+        if second.stopped == Some(StopReason::Cancelled) {
+            assert!(second.hits.is_empty(), "{:?}", second.hits);
+            assert!(!second.complete);
+            assert_eq!((second.next_offset, second.page_token), (None, None));
+        }
+    }
+    assert!(
+        two_found,
+        "no cancel landed after two hits and before the end of the search"
+    );
+}

@@ -67,6 +67,8 @@ struct Seen {
     cookies: HashSet<String>,
     /// Git took `index.lock` and has not released it yet.
     git_busy: bool,
+    /// The event thread ended (a read error, a panic): no cookie will ever arrive again.
+    stopped: bool,
 }
 
 /// The shared state between the event thread and queries.
@@ -91,6 +93,16 @@ impl Shared {
     /// Events were lost (a queue overflow, a watcher error): only a full walk accounts for them.
     fn lost(&self) {
         self.lock().full = true;
+    }
+
+    /// The event thread ended: every later plan walks at once instead of waiting out a cookie
+    /// that cannot arrive.
+    fn stopped(&self) {
+        let mut seen = self.lock();
+        seen.full = true;
+        seen.stopped = true;
+        drop(seen);
+        self.arrived.notify_all();
     }
 
     /// Git's `index.lock` was created (`taken`) or removed or renamed away.
@@ -217,6 +229,17 @@ const CHANGES: inotify::WatchMask = inotify::WatchMask::CREATE
     .union(inotify::WatchMask::DONT_FOLLOW)
     .union(inotify::WatchMask::ONLYDIR);
 
+/// Marks the event thread stopped when dropped, on return or unwind.
+#[cfg(target_os = "linux")]
+struct Stopped(Arc<Shared>);
+
+#[cfg(target_os = "linux")]
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        self.0.stopped();
+    }
+}
+
 impl Backend {
     fn start(shared: &Arc<Shared>) -> Option<Backend> {
         #[cfg(target_os = "linux")]
@@ -228,12 +251,15 @@ impl Backend {
             std::thread::Builder::new()
                 .name("repo-search-watch".into())
                 .spawn(move || {
+                    // However the thread ends (an error return or a panic), queries must learn
+                    // it, or each would wait out its cookie for nothing.
+                    let _stopped = Stopped(shared.clone());
                     let mut buffer = vec![0u8; 64 * 1024];
                     loop {
                         let events = match inotify.read_events_blocking(&mut buffer) {
                             Ok(e) => e,
                             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                            Err(_) => return shared.lost(),
+                            Err(_) => return,
                         };
                         for e in events {
                             if e.mask.contains(inotify::EventMask::Q_OVERFLOW) {
@@ -457,19 +483,14 @@ impl Watcher {
     /// Waits until every event of a write that completed before this call has arrived (or
     /// `timeout` passes, which plans a full refresh), then takes what changed.
     pub(crate) fn changes(&self, timeout: Duration) -> Plan {
-        self.wait_for_git(GIT_BATCH);
-        let name = format!(
-            "{COOKIE_PREFIX}{}-{}",
-            std::process::id(),
-            self.counter.fetch_add(1, Ordering::Relaxed)
-        );
-        let cookie = self.shared.index_dir.join(&name);
-        self.shared.lock().waiting.insert(name.clone());
-        let synced = std::fs::write(&cookie, b"").is_ok() && self.wait_for(&name, timeout);
-        let _ = std::fs::remove_file(&cookie);
+        // The cookie comes first: only once every earlier event has arrived does `git_busy`
+        // say whether git held its lock when this query came. If it did, what git writes while
+        // the query waits arrives before a second cookie.
+        let mut synced = self.sync(timeout);
+        if synced && self.wait_for_git(GIT_BATCH) {
+            synced = self.sync(timeout);
+        }
         let mut seen = self.shared.lock();
-        seen.waiting.remove(&name);
-        seen.cookies.remove(&name);
         let paths = std::mem::take(&mut seen.paths);
         let full = std::mem::take(&mut seen.full);
         drop(seen);
@@ -499,16 +520,39 @@ impl Watcher {
         }
     }
 
-    /// Waits until no git operation holds `index.lock`, at most `timeout`; a lock still held
-    /// then is taken for stale, and not waited for again until git takes it anew.
-    fn wait_for_git(&self, timeout: Duration) {
+    /// Writes a cookie and waits for its event: true when every event of a write completed
+    /// before this call has then arrived.
+    fn sync(&self, timeout: Duration) -> bool {
+        if self.shared.lock().stopped {
+            return false;
+        }
+        let name = format!(
+            "{COOKIE_PREFIX}{}-{}",
+            std::process::id(),
+            self.counter.fetch_add(1, Ordering::Relaxed)
+        );
+        let cookie = self.shared.index_dir.join(&name);
+        self.shared.lock().waiting.insert(name.clone());
+        let synced = std::fs::write(&cookie, b"").is_ok() && self.wait_for(&name, timeout);
+        let _ = std::fs::remove_file(&cookie);
+        let mut seen = self.shared.lock();
+        seen.waiting.remove(&name);
+        seen.cookies.remove(&name);
+        synced
+    }
+
+    /// Waits until no git operation holds `index.lock`, at most `timeout`, and says whether it
+    /// found the lock held; a lock still held then is taken for stale, and not waited for again
+    /// until git takes it anew.
+    fn wait_for_git(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut seen = self.shared.lock();
+        let busy = seen.git_busy;
         while seen.git_busy {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 seen.git_busy = false;
-                return;
+                return busy;
             }
             seen = self
                 .shared
@@ -517,6 +561,7 @@ impl Watcher {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+        busy
     }
 
     fn wait_for(&self, name: &str, timeout: Duration) -> bool {
@@ -524,7 +569,7 @@ impl Watcher {
         let mut seen = self.shared.lock();
         while !seen.cookies.contains(name) {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || seen.stopped {
                 return false;
             }
             seen = self
@@ -659,6 +704,42 @@ mod tests {
         });
         assert!(started.elapsed() >= Duration::from_millis(300));
         assert_eq!(plan, Plan::Paths(vec!["src/a.rs".into()]));
+    }
+
+    /// A lock git took just before a query, whose event had not arrived when the query came, is
+    /// still waited for: the cookie barrier comes before the look at the lock.
+    #[test]
+    fn a_git_lock_whose_event_is_in_flight_is_waited_for() {
+        let (_dir, root, w) = setup();
+        let lock = root.join(".git/index.lock");
+        for round in 0..20 {
+            std::fs::write(&lock, "").unwrap();
+            // No wait for the lock's event here: the query races it.
+            let plan = std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(100));
+                    std::fs::write(root.join("src/a.rs"), format!("checkout {round}")).unwrap();
+                    std::fs::remove_file(&lock).unwrap();
+                });
+                w.changes(Duration::from_secs(5))
+            });
+            assert_eq!(plan, Plan::Paths(vec!["src/a.rs".into()]), "round {round}");
+            until_git_busy_is(&w, false);
+        }
+    }
+
+    /// An event thread that ended makes every later plan a full refresh at once: no query
+    /// waits out a cookie that cannot arrive.
+    #[test]
+    fn a_stopped_event_thread_plans_full_refreshes_without_waiting() {
+        let (_dir, _root, w) = setup();
+        w.shared.stopped();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            assert_eq!(w.changes(Duration::from_secs(60)), Plan::Full);
+            // Far below the cookie timeout given: the plan did not wait for a cookie.
+            assert!(started.elapsed() < Duration::from_secs(30));
+        }
     }
 
     /// A lock git never releases (it died) delays one query by at most the batch wait.

@@ -118,9 +118,7 @@ impl EmbeddedIndex {
             let mut ids: Vec<u32> = match eval(&plan, seg) {
                 None => (0..seg.n_docs()).collect(),
                 Some(mut acc) => {
-                    let unreadable =
-                        (0..seg.n_docs()).filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0);
-                    acc.extend(unreadable);
+                    acc.extend_from_slice(seg.unreadable());
                     acc.sort_unstable();
                     acc.dedup();
                     acc

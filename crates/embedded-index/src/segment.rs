@@ -241,6 +241,9 @@ pub(crate) struct Segment {
     dict_off: usize,
     postings_off: usize,
     end: usize,
+    /// The docs the index could not read, in id order: they hold no trigrams, so every query
+    /// keeps them as candidates. Found once at open, not by each query.
+    unreadable: Vec<u32>,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -316,7 +319,8 @@ impl Segment {
         if !header_ok {
             return Err(SegmentError::Corrupt);
         }
-        let seg = Segment {
+        let mut seg = Segment {
+            unreadable: Vec::new(),
             n_docs: n_docs as u32,
             n_trigrams: n_trigrams as u32,
             paths_off: paths_off as usize,
@@ -346,7 +350,15 @@ impl Segment {
                 return Err(SegmentError::Corrupt);
             }
         }
+        seg.unreadable = (0..seg.n_docs)
+            .filter(|&id| seg.meta(id).flags & flags::UNREADABLE != 0)
+            .collect();
         Ok(seg)
+    }
+
+    /// The docs the index could not read, in id order.
+    pub(crate) fn unreadable(&self) -> &[u32] {
+        &self.unreadable
     }
 
     /// Whether the docs are in strictly increasing path order, as every writer puts them: a

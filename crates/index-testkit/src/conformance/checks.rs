@@ -893,7 +893,9 @@ async fn pages_concatenate_to_the_whole_answer(subject: Arc<dyn Subject>) {
         "let x = marker_y;\n",
         "nothing here\n",
     ];
-    for i in 0..240 {
+    // More than two thousand matching files: an answer longer than one ranking block of an
+    // index (the embedded one ranks in blocks of 1000) must still page exactly.
+    for i in 0..2600 {
         let d = rng.pick(&dirs);
         let mut body = String::new();
         for _ in 0..1 + rng.below(3) {
@@ -907,17 +909,19 @@ async fn pages_concatenate_to_the_whole_answer(subject: Arc<dyn Subject>) {
         // Refused instead: `undeclared_options_are_refused_before_the_backend` checks that.
         return;
     }
-    let whole = h.search(indexed("marker")).await;
+    let mut all = indexed("marker");
+    all.max_results = Some(index_contract::limits::HARD_MAX_RESULTS);
+    let whole = h.search(all).await;
     assert!(
         whole.complete && whole.next_offset.is_none(),
         "{CHECK}: whole"
     );
     assert!(
-        whole.hits.len() > 100,
+        whole.hits.len() > 2000,
         "{CHECK}: only {} hits",
         whole.hits.len()
     );
-    for page in [7, 50] {
+    for page in [37, 999] {
         let mut joined = Vec::new();
         let mut r = indexed("marker");
         r.max_results = Some(page);

@@ -42,6 +42,10 @@ const CASES: &[(&str, fn())] = &[
         "mcp_with_a_backend_answers_indexed_literal",
         mcp_with_a_backend_answers_indexed_literal,
     ),
+    (
+        "a_push_past_the_deadline_is_a_timeout_and_writes_nothing",
+        a_push_past_the_deadline_is_a_timeout_and_writes_nothing,
+    ),
 ];
 
 fn main() {
@@ -384,7 +388,8 @@ fn a_wrong_password_or_a_server_down_fails_without_echoing_credentials() {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            let user = format!("{}:", env("PGUSER"));
+            // The user as the URL spells it (the hint's own `postgres://user@…` is no leak).
+            let user = format!("//{}", env("PGUSER"));
             for leak in [secret, user.as_str(), "not a host", "@localhost", "[not"] {
                 assert!(!text.contains(leak), "{args:?} echoed {leak:?}: {text}");
             }
@@ -479,4 +484,57 @@ fn mcp_with_a_backend_answers_indexed_literal() {
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Another writer holds the repository's row: the push before the query waits, gives up at the
+/// 30 s query deadline with `TIMEOUT`, and leaves nothing of itself behind.
+fn a_push_past_the_deadline_is_a_timeout_and_writes_nothing() {
+    let dir = a_tree();
+    let root = dir.path();
+    let (code, _) = search(root, "cli-lock", "needle", &[]);
+    assert_eq!(code, Some(0));
+    let pushed = snapshot("cli-lock");
+    let mut holder = Command::new("psql")
+        .args(["-Xq"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run psql");
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "BEGIN; SELECT 1 FROM repo_search.repos WHERE tenant_id = 'cli-lock' FOR UPDATE;"
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let held = || {
+        psql(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+               WHERE a.application_name = 'psql' AND l.locktype = 'transactionid'",
+        )
+    };
+    let started = std::time::Instant::now();
+    while held() == "0" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "psql never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write(root, "src/a.rs", "fn alpha() {}\nneedle_after_the_lock\n");
+    let started = std::time::Instant::now();
+    let (code, v) = search(root, "cli-lock", "needle_after_the_lock", &[]);
+    let took = started.elapsed();
+    assert_eq!(code, Some(2), "{v}");
+    assert_eq!(v["code"], "ERR_PRISM_INDEX_TIMEOUT", "{v}");
+    assert!(
+        took >= Duration::from_secs(25) && took < Duration::from_secs(45),
+        "the deadline was not honoured: {took:?}"
+    );
+    drop(stdin);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(snapshot("cli-lock"), pushed, "a push that timed out wrote");
+    let (code, v) = search(root, "cli-lock", "needle_after_the_lock", &[]);
+    assert_eq!(code, Some(0), "{v}");
 }

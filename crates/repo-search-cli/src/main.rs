@@ -5,6 +5,9 @@
 //! `indexed_literal` mode; `--mode literal` scans the worktree instead. `repo-search mcp` serves
 //! the same `repo_search` tool to an agent over stdio. `repo-search serve` keeps a watching host
 //! on a socket in the index directory; `search` asks it first when one runs, and never starts it.
+//! With `--backend postgres://…` (or `REPO_SEARCH_BACKEND`) `search`, `index`, `status` and `mcp`
+//! use a shared index in PostgreSQL instead, pushing the worktree before each query or, with
+//! `--read-only`, only querying (`pg_host`).
 //!
 //! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
 //! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the

@@ -121,6 +121,9 @@ pub struct PgIndex {
     tenant_literal: String,
     root: PathBuf,
     worktree: RootDir,
+    /// What this index's last push committed, so that a long-lived host's next push need not
+    /// read the stored list again while the index still attests that revision.
+    pushed: std::sync::Mutex<Option<sync::Pushed>>,
 }
 
 impl std::fmt::Debug for PgIndex {
@@ -230,6 +233,7 @@ impl PgIndex {
             pool: Pool::new(server, config.pool_size, config.connect_timeout),
             tenant_literal: literal(&config.tenant_id),
             worktree: RootDir::open(&root)?,
+            pushed: std::sync::Mutex::new(None),
             root,
             config,
         };

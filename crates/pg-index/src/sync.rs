@@ -11,7 +11,10 @@
 //! so it names the content exactly, and the same content pushed from anywhere gets the same
 //! revision. The commit sets it, `ready` and `updated_at` together: readers see the old
 //! selection or the new one, never a mix. Reading the stored list after the lock makes the
-//! comparison exact even when several hosts push the same repository.
+//! comparison exact even when several hosts push the same repository. A long-lived host keeps the
+//! list it committed in memory and reuses it while the locked row is still the version its push
+//! wrote (same `xmin`): every write of a repository's files also writes its row, so anyone
+//! else's write makes the list be read again.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -53,6 +56,13 @@ pub struct SyncReport {
 /// A stored file: its stamp and hash (either `None` for rows that predate them).
 type Stored = (Option<Vec<u8>>, Option<Vec<u8>>);
 
+/// The stored list as this index's last push committed it.
+pub(crate) struct Pushed {
+    /// The transaction that last wrote the repository's row: the push's own.
+    row_version: String,
+    files: HashMap<String, Stored>,
+}
+
 impl PgIndex {
     /// Makes the index hold exactly the worktree's selection, attested as `head` plus the
     /// content digest, in one transaction. With `trust_stamps` off every file is read and hashed
@@ -79,22 +89,30 @@ impl PgIndex {
         self.lock_repo(&conn).await?;
         let repo = client
             .query_one(
-                "SELECT state, source_revision FROM repo_search.repos
+                "SELECT state, source_revision, xmin::text FROM repo_search.repos
                   WHERE tenant_id = $1 AND repo_id = $2",
                 &[t, r],
             )
             .await?;
         let (state, committed): (String, Option<String>) = (repo.get(0), repo.get(1));
-        let mut stored: HashMap<String, Stored> = client
-            .query(
-                "SELECT path, stamp, hash FROM repo_search.files
-                  WHERE tenant_id = $1 AND repo_id = $2",
-                &[t, r],
-            )
-            .await?
-            .into_iter()
-            .map(|row| (row.get(0), (row.get(1), row.get(2))))
-            .collect();
+        let row_version: String = repo.get(2);
+        // Taken out: it is put back only by a push that commits.
+        let remembered = self.pushed.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut stored: HashMap<String, Stored> = match remembered {
+            Some(p) if p.row_version == row_version => p.files,
+            _ => client
+                .query(
+                    "SELECT path, stamp, hash FROM repo_search.files
+                      WHERE tenant_id = $1 AND repo_id = $2",
+                    &[t, r],
+                )
+                .await?
+                .into_iter()
+                .map(|row| (row.get(0), (row.get(1), row.get(2))))
+                .collect(),
+        };
+        // The list as this push will commit it.
+        let mut next: HashMap<String, Stored> = HashMap::with_capacity(stored.len());
 
         let mut report = SyncReport::default();
         let mut selection: Vec<(String, Vec<u8>)> = Vec::with_capacity(local.len());
@@ -107,7 +125,8 @@ impl PgIndex {
                 && trust_stamps
                 && stamp.as_ref() == Some(was)
             {
-                selection.push((path, hash.clone()));
+                selection.push((path.clone(), hash.clone()));
+                next.insert(path, (stamp, Some(hash.clone())));
                 continue;
             }
             let file = match self.read_file(&path, now) {
@@ -121,6 +140,7 @@ impl PgIndex {
                 }
             };
             selection.push((path.clone(), file.hash.clone()));
+            next.insert(path.clone(), (file.stamp.clone(), Some(file.hash.clone())));
             match known {
                 Some((was, Some(hash))) if hash == file.hash => {
                     if was != file.stamp {
@@ -189,16 +209,22 @@ impl PgIndex {
         }
         // Even an unchanged selection refreshes `updated_at`: it says when the index was last
         // checked against a worktree, which is what the freshness gate's age measures.
-        client
-            .execute(
+        let row_version: String = client
+            .query_one(
                 "UPDATE repo_search.repos
                     SET state = 'ready', source_revision = $3, updated_at = clock_timestamp()
-                  WHERE tenant_id = $1 AND repo_id = $2",
+                  WHERE tenant_id = $1 AND repo_id = $2
+                 RETURNING xmin::text",
                 &[t, r, &report.revision],
             )
-            .await?;
+            .await?
+            .get(0);
         client.batch_execute("COMMIT").await?;
         conn.release();
+        *self.pushed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Pushed {
+            row_version,
+            files: next,
+        });
         Ok(report)
     }
 }

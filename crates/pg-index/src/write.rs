@@ -177,6 +177,18 @@ impl PgIndex {
                 )
                 .await?;
         }
+        if source_revision.is_none() && !under_way {
+            // Files change while the row would not: write it anyway, so that its version
+            // (`xmin`) changes with every write of the repository's files, which a pushing
+            // host's remembered list is checked against.
+            client
+                .execute(
+                    "UPDATE repo_search.repos SET state = state
+                     WHERE tenant_id = $1 AND repo_id = $2",
+                    &[t, r],
+                )
+                .await?;
+        }
         if let Some(rev) = source_revision {
             client
                 .execute(

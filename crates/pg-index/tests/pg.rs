@@ -66,6 +66,10 @@ const CASES: &[(&str, Case)] = &[
     ("a_read_only_index_never_writes", || {
         Box::pin(a_read_only_index_never_writes())
     }),
+    (
+        "two_pushers_of_one_repository_each_leave_exactly_their_selection",
+        || Box::pin(two_pushers_of_one_repository_each_leave_exactly_their_selection()),
+    ),
 ];
 
 fn main() {
@@ -802,4 +806,43 @@ async fn a_read_only_index_never_writes() {
         .unwrap();
     assert_eq!(found.status.source_revision, Some(pushed.revision));
     assert_eq!(found.hits.len(), 1);
+}
+
+/// The paths of the files holding "needle", in path order.
+async fn paths(index: &PgIndex) -> Vec<String> {
+    let found = index
+        .search_now(&request("needle", false, None))
+        .await
+        .unwrap();
+    found.hits.into_iter().map(|h| h.path).collect()
+}
+
+async fn two_pushers_of_one_repository_each_leave_exactly_their_selection() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_old(one.path(), "a.txt", b"needle one\n", 60);
+    write_old(one.path(), "shared.txt", b"needle shared\n", 60);
+    write_old(two.path(), "b.txt", b"needle two\n", 60);
+    write_old(two.path(), "shared.txt", b"needle shared\n", 60);
+    let p1 = open(one.path(), "two-pushers", "r").await;
+    let p2 = open(two.path(), "two-pushers", "r").await;
+    p1.sync("h", true).await.unwrap();
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
+    // The other clone's equal file costs a stamp update, not an upload.
+    let second = p2.sync("h", true).await.unwrap();
+    assert_eq!(
+        (second.uploaded, second.restamped, second.removed),
+        (1, 1, 1),
+        "{second:?}"
+    );
+    assert_eq!(paths(&p1).await, ["b.txt", "shared.txt"]);
+    // The first pusher's remembered list is out of date: it reads the stored one again.
+    let third = p1.sync("h", true).await.unwrap();
+    assert_eq!((third.uploaded, third.removed), (1, 1), "{third:?}");
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
+    assert!(p1.sync("h", true).await.unwrap().unchanged);
+    // A write that sets no revision still invalidates the remembered list.
+    p2.remove_paths(&["a.txt".into()], false).await.unwrap();
+    let fourth = p1.sync("h", true).await.unwrap();
+    assert_eq!(fourth.uploaded, 1, "{fourth:?}");
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
 }

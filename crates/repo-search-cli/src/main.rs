@@ -238,7 +238,7 @@ async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::
     if modes != host::HostModes::LiteralOnly
         && let Some(backend) = location.shared.backend()?
     {
-        return pg_host::open(&location.root, backend, modes).await;
+        return pg_host::open(&location.root, backend).await;
     }
     Ok(host::Host::open(
         &location.root,

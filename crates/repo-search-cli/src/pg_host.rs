@@ -31,17 +31,17 @@ use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, Rep
 use serde_json::json;
 
 use crate::failure::Failure;
-use crate::host::{self, Host, HostModes};
+use crate::host::{self, Host};
 
 /// The environment variable that names the shared index when `--backend` is not given.
 pub(crate) const BACKEND_ENV: &str = "REPO_SEARCH_BACKEND";
 
-/// The options of a shared index.
-#[derive(clap::Args, Debug, Default)]
+/// The options of a shared index. Not `Debug`: the URL can hold a password.
+#[derive(clap::Args, Default)]
 pub(crate) struct SharedArgs {
     /// Use a shared index in PostgreSQL instead of the embedded one: a `postgres://` URL (default:
     /// $REPO_SEARCH_BACKEND). Parts it leaves out come from the PG* variables; keep the password
-    /// in PGPASSWORD or ~/.pgpass rather than on the command line.
+    /// in PGPASSWORD rather than on the command line.
     #[arg(long, value_name = "URL")]
     backend: Option<String>,
     /// The tenant in the shared index (default: `default`).
@@ -288,7 +288,7 @@ impl Shared {
 
 /// Opens a host on the shared index for the worktree containing `dir`. `literal` is served
 /// from the worktree as always.
-pub(crate) async fn open(dir: &Path, backend: Backend, _modes: HostModes) -> Result<Host, Failure> {
+pub(crate) async fn open(dir: &Path, backend: Backend) -> Result<Host, Failure> {
     let (root, git_dir, index) = connect(dir, &backend).await?;
     let attested = Arc::new(Attested {
         index: Arc::new(index),

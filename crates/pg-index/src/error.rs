@@ -33,6 +33,10 @@ pub enum PgIndexError {
         /// The newest version applied to the database.
         found: i32,
     },
+    /// A read-only index holds no schema to read: no writer has created it yet.
+    NoSchema,
+    /// A write was asked of an index opened read-only; nothing was sent to the server.
+    ReadOnly,
     /// Reading a file of the worktree failed.
     Io(std::io::Error),
     /// The query cannot be compiled by the shared matcher.
@@ -71,6 +75,10 @@ impl std::fmt::Display for PgIndexError {
                 f,
                 "the database schema is at version {found}, newer than this build knows"
             ),
+            PgIndexError::NoSchema => {
+                f.write_str("the database holds no repo_search schema; a writer creates it")
+            }
+            PgIndexError::ReadOnly => f.write_str("the index is read-only: nothing was written"),
             PgIndexError::Io(e) => write!(f, "reading the worktree failed: {e}"),
             PgIndexError::BadQuery => f.write_str("the query cannot be compiled"),
             PgIndexError::Unsupported => {

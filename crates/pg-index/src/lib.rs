@@ -54,6 +54,7 @@ mod error;
 mod pool;
 mod query;
 mod schema;
+mod sync;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -68,6 +69,10 @@ use tokio_postgres::{IsolationLevel, Transaction};
 
 pub use error::PgIndexError;
 pub use schema::SCHEMA_VERSION;
+pub use sync::{SyncReport, revision_commit};
+/// The driver's server configuration (host, port, user, password, database), as
+/// [`PgIndex::connect`] takes it.
+pub use tokio_postgres::Config as ServerConfig;
 pub use write::WriteStats;
 
 use pool::{Conn, Pool};
@@ -87,6 +92,9 @@ pub struct PgIndexConfig {
     pub read_timeout: Duration,
     /// The `statement_timeout` of writes (a full build's `COPY` is one statement).
     pub write_timeout: Duration,
+    /// Never write: no migration, every write refused before it reaches the server, and the
+    /// session's transactions read-only on the server too (`default_transaction_read_only`).
+    pub read_only: bool,
 }
 
 impl PgIndexConfig {
@@ -100,6 +108,7 @@ impl PgIndexConfig {
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(600),
+            read_only: false,
         }
     }
 }
@@ -112,6 +121,9 @@ pub struct PgIndex {
     tenant_literal: String,
     root: PathBuf,
     worktree: RootDir,
+    /// What this index's last push committed, so that a long-lived host's next push need not
+    /// read the stored list again while the index still attests that revision.
+    pushed: std::sync::Mutex<Option<sync::Pushed>>,
 }
 
 impl std::fmt::Debug for PgIndex {
@@ -148,6 +160,52 @@ impl PgIndex {
         c
     }
 
+    /// The server named by `spec`, a `postgres://` URL or a libpq `key=value` string; what it
+    /// leaves out (host, port, user, password, database) comes from the `PG*` variables as
+    /// [`PgIndex::config_from_env`] reads them, as libpq does. The error never quotes `spec`,
+    /// which can hold a password.
+    pub fn server_from_spec(spec: &str) -> Result<tokio_postgres::Config, PgIndexError> {
+        let unusable = PgIndexError::BadConfig("the server is not a postgres:// URL");
+        let url = spec.starts_with("postgres://") || spec.starts_with("postgresql://");
+        if !url && !spec.contains('=') {
+            return Err(unusable);
+        }
+        let mut c: tokio_postgres::Config = spec.parse().map_err(|_| unusable)?;
+        let env = PgIndex::config_from_env();
+        if c.get_hosts().is_empty() {
+            for h in env.get_hosts() {
+                match h {
+                    tokio_postgres::config::Host::Tcp(h) => c.host(h),
+                    #[cfg(unix)]
+                    tokio_postgres::config::Host::Unix(p) => c.host_path(p),
+                };
+            }
+        }
+        if c.get_ports().is_empty() {
+            for &p in env.get_ports() {
+                c.port(p);
+            }
+        }
+        if c.get_user().is_none() {
+            let user = env
+                .get_user()
+                .map(str::to_owned)
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "postgres".to_owned());
+            c.user(&user);
+        }
+        if let (None, Some(p)) = (c.get_password(), env.get_password()) {
+            c.password(p);
+        }
+        if let (None, Some(db)) = (c.get_dbname(), env.get_dbname()) {
+            c.dbname(db);
+        }
+        if c.get_application_name().is_none() {
+            c.application_name("repo-search");
+        }
+        Ok(c)
+    }
+
     /// Connects to `server`, applies the missing migrations, and serves `config`'s repository,
     /// whose worktree is `root` (files are read from it, beneath it, without following
     /// symlinks). Must be called inside a Tokio runtime.
@@ -166,16 +224,21 @@ impl PgIndex {
         let mut server = server;
         server.connect_timeout(config.connect_timeout);
         server.keepalives(true);
+        if config.read_only {
+            // The server refuses a write too, whatever this crate's own checks miss.
+            server.options("-c default_transaction_read_only=on");
+        }
         let root = root.as_ref().canonicalize()?;
         let index = PgIndex {
             pool: Pool::new(server, config.pool_size, config.connect_timeout),
             tenant_literal: literal(&config.tenant_id),
             worktree: RootDir::open(&root)?,
+            pushed: std::sync::Mutex::new(None),
             root,
             config,
         };
         let conn = index.pool.get().await?;
-        schema::migrate(conn.client()).await?;
+        schema::migrate(conn.client(), index.config.read_only).await?;
         conn.release();
         Ok(index)
     }
@@ -194,6 +257,9 @@ impl PgIndex {
     /// timeout. One round trip: `BEGIN`, `SET LOCAL repo_search.tenant_id`, `SET LOCAL
     /// statement_timeout`.
     pub(crate) async fn begin_write(&self) -> Result<Conn<'_>, PgIndexError> {
+        if self.config.read_only {
+            return Err(PgIndexError::ReadOnly);
+        }
         let conn = self.pool.get().await?;
         conn.client()
             .batch_execute(&format!(
@@ -262,6 +328,23 @@ impl PgIndex {
                 .get::<_, Option<i64>>(2)
                 .map(|ms| UnixMillis(u64::try_from(ms).unwrap_or(0))),
         })
+    }
+
+    /// The committed status and the number of files the index holds, from one snapshot.
+    pub async fn status_and_files(&self) -> Result<(IndexStatus, u64), PgIndexError> {
+        let mut conn = self.pool.get().await?;
+        let tx = self.begin_read(&mut conn, self.config.read_timeout).await?;
+        let status = self.read_status(&tx).await?;
+        let files: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM repo_search.files WHERE tenant_id = $1 AND repo_id = $2",
+                &[&self.config.tenant_id, &self.config.repo_id],
+            )
+            .await?
+            .get(0);
+        tx.commit().await?;
+        conn.release();
+        Ok((status, u64::try_from(files).unwrap_or(0)))
     }
 
     /// The status of the committed index.

@@ -10,9 +10,10 @@ use crate::PgIndexError;
 
 /// Migrations, in order: version and SQL. A released migration is never edited; a change is a new
 /// version.
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    r"
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        r"
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 
 CREATE TABLE repo_search.repos (
@@ -57,7 +58,17 @@ CREATE POLICY tenant_isolation ON repo_search.files
     USING (tenant_id = current_setting('repo_search.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('repo_search.tenant_id', true));
 ",
-)];
+    ),
+    (
+        2,
+        r"
+-- What a pushing host needs to find its changes without uploading the worktree: the stat stamp
+-- it saw when it read the file (NULL when the stamp cannot vouch for the content: rows of
+-- version 1, or a file modified within the racy window), and the SHA-256 of the exact bytes.
+ALTER TABLE repo_search.files ADD COLUMN stamp bytea, ADD COLUMN hash bytea;
+",
+    ),
+];
 
 /// The newest schema version this crate knows.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -86,8 +97,10 @@ async fn applied(client: &Client) -> Result<i32, PgIndexError> {
 }
 
 /// Checks the encoding and applies the missing migrations. A database already at the newest
-/// version is only read, so a role without `CREATE` (a read-only agent) connects fine.
-pub(crate) async fn migrate(client: &Client) -> Result<(), PgIndexError> {
+/// version is only read, so a role without `CREATE` (a read-only agent) connects fine. A
+/// `read_only` index never migrates: it needs a schema a writer created, of any version it can
+/// read (searches use no column added after version 1).
+pub(crate) async fn migrate(client: &Client, read_only: bool) -> Result<(), PgIndexError> {
     let encoding: String = client
         .query_one("SELECT current_setting('server_encoding')", &[])
         .await?
@@ -99,7 +112,10 @@ pub(crate) async fn migrate(client: &Client) -> Result<(), PgIndexError> {
     if found > SCHEMA_VERSION {
         return Err(PgIndexError::SchemaTooNew { found });
     }
-    if found == SCHEMA_VERSION {
+    if read_only && found == 0 {
+        return Err(PgIndexError::NoSchema);
+    }
+    if found == SCHEMA_VERSION || read_only {
         return Ok(());
     }
     client.batch_execute("BEGIN").await?;

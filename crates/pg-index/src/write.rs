@@ -1,8 +1,10 @@
 //! Writes: a full build, and updates and removals, each one transaction.
 
-use std::io::Read;
+use std::io::Read as _;
+use std::time::{Duration, SystemTime};
 
 use search_profile::{OpenError, Selection};
+use sha2::{Digest, Sha256};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -78,7 +80,7 @@ impl PgIndex {
 
     /// Creates the repository's row when missing and locks it for the rest of the transaction:
     /// writers of one repository go one at a time; readers never wait.
-    async fn lock_repo(&self, conn: &Conn<'_>) -> Result<(), PgIndexError> {
+    pub(crate) async fn lock_repo(&self, conn: &Conn<'_>) -> Result<(), PgIndexError> {
         let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
         conn.client()
             .execute(
@@ -121,14 +123,7 @@ impl PgIndex {
         let conn = self.begin_write().await?;
         let client = conn.client();
         self.lock_repo(&conn).await?;
-        client
-            .batch_execute(
-                "CREATE TEMPORARY TABLE incoming (
-                     path text NOT NULL, sort_key bytea NOT NULL, content text NOT NULL,
-                     raw bytea, prior real NOT NULL
-                 ) ON COMMIT DROP",
-            )
-            .await?;
+        client.batch_execute(crate::sync::CREATE_INCOMING).await?;
         let (paths, all) = match upserts {
             Upserts::All(p) => (p, true),
             Upserts::Some(p) => (p, false),
@@ -136,12 +131,16 @@ impl PgIndex {
         let (stats, gone) = self.copy_files(&conn, paths).await?;
         client
             .execute(
-                "INSERT INTO repo_search.files (tenant_id, repo_id, path, sort_key, content, raw, prior)
-                 SELECT $1, $2, path, sort_key, content, raw, prior FROM incoming
+                "INSERT INTO repo_search.files
+                     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
+                 SELECT $1, $2, path, sort_key, content, raw, prior, stamp, hash FROM incoming
                  ON CONFLICT (tenant_id, repo_id, path) DO UPDATE
-                 SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior
+                 SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior,
+                     stamp = EXCLUDED.stamp, hash = EXCLUDED.hash
                  WHERE files.content IS DISTINCT FROM EXCLUDED.content
-                    OR files.raw IS DISTINCT FROM EXCLUDED.raw",
+                    OR files.raw IS DISTINCT FROM EXCLUDED.raw
+                    OR files.stamp IS DISTINCT FROM EXCLUDED.stamp
+                    OR files.hash IS DISTINCT FROM EXCLUDED.hash",
                 &[t, r],
             )
             .await?;
@@ -178,6 +177,18 @@ impl PgIndex {
                 )
                 .await?;
         }
+        if source_revision.is_none() && !under_way {
+            // Files change while the row would not: write it anyway, so that its version
+            // (`xmin`) changes with every write of the repository's files, which a pushing
+            // host's remembered list is checked against.
+            client
+                .execute(
+                    "UPDATE repo_search.repos SET state = state
+                     WHERE tenant_id = $1 AND repo_id = $2",
+                    &[t, r],
+                )
+                .await?;
+        }
         if let Some(rev) = source_revision {
             client
                 .execute(
@@ -200,10 +211,123 @@ impl PgIndex {
         conn: &Conn<'_>,
         paths: &[String],
     ) -> Result<(WriteStats, Vec<String>), PgIndexError> {
+        let mut copy = Copy::start(conn).await?;
+        let mut stats = WriteStats::default();
+        let mut gone = Vec::new();
+        let now = SystemTime::now();
+        for path in paths {
+            match self.read_file(path, now) {
+                Read::File(file) => {
+                    stats.files += 1;
+                    stats.bytes += file.bytes.len() as u64;
+                    copy.row(path, file).await?;
+                }
+                Read::Vanished => {
+                    stats.vanished += 1;
+                    gone.push(path.clone());
+                }
+                Read::Unreadable => {
+                    stats.unreadable += 1;
+                    gone.push(path.clone());
+                }
+            }
+        }
+        copy.finish().await?;
+        Ok((stats, gone))
+    }
+
+    /// Reads one file of the worktree, beneath the root and following no symlink, with the
+    /// stamp of the very file read (taken before reading, so a write during the read changes
+    /// the stamp the next push sees) and the hash of its bytes.
+    pub(crate) fn read_file(&self, path: &str, now: SystemTime) -> Read {
+        let mut f = match self.worktree.open_file(path) {
+            Ok(f) => f,
+            Err(
+                OpenError::Missing
+                | OpenError::NotRegular
+                | OpenError::Symlink
+                | OpenError::BadPath,
+            ) => return Read::Vanished,
+            Err(OpenError::Io(_)) => return Read::Unreadable,
+        };
+        let stamp = f.metadata().ok().and_then(|m| stamp_of(&m, now));
+        let mut bytes = Vec::new();
+        if f.read_to_end(&mut bytes).is_err() {
+            return Read::Unreadable;
+        }
+        let hash = Sha256::digest(&bytes).to_vec();
+        Read::File(FileRead { bytes, stamp, hash })
+    }
+}
+
+/// What reading one file of the worktree gave.
+pub(crate) enum Read {
+    /// Its bytes, stamp and hash.
+    File(FileRead),
+    /// Gone, no longer a regular file, or reached through a symlink: not in the selection.
+    Vanished,
+    /// It could not be read: the literal search skips it, so the index does not hold it.
+    Unreadable,
+}
+
+/// A file as read for the index.
+pub(crate) struct FileRead {
+    pub(crate) bytes: Vec<u8>,
+    /// `None` when the stamp cannot vouch for these bytes (see [`stamp_of`]).
+    pub(crate) stamp: Option<Vec<u8>>,
+    /// SHA-256 of `bytes`.
+    pub(crate) hash: Vec<u8>,
+}
+
+/// A file modified less than this before it was read may change again within the same mtime
+/// tick ("racy clean" in git's words), leaving the stamp as it was: its stamp is not stored, so
+/// the next push reads it again.
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// A file's stat stamp (size, mtime, ctime, inode; 32 bytes), or `None` when it was modified
+/// within [`RACY_WINDOW`] of `now` and so cannot vouch for the content.
+pub(crate) fn stamp_of(m: &std::fs::Metadata, now: SystemTime) -> Option<Vec<u8>> {
+    let modified = m.modified().ok()?;
+    if now
+        .duration_since(modified)
+        .map_or(true, |age| age < RACY_WINDOW)
+    {
+        return None;
+    }
+    let ns = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    #[cfg(unix)]
+    let (ctime, ino) = {
+        use std::os::unix::fs::MetadataExt;
+        let ctime = (m.ctime() as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(m.ctime_nsec() as u64);
+        (ctime, m.ino())
+    };
+    #[cfg(not(unix))]
+    let (ctime, ino) = (0u64, 0u64);
+    let mut stamp = Vec::with_capacity(32);
+    for v in [m.len(), ns(modified), ctime, ino] {
+        stamp.extend_from_slice(&v.to_be_bytes());
+    }
+    Some(stamp)
+}
+
+/// One binary `COPY` into the temporary table `incoming`.
+pub(crate) struct Copy {
+    writer: std::pin::Pin<Box<BinaryCopyInWriter>>,
+}
+
+impl Copy {
+    /// Starts the `COPY` on `conn`, whose transaction created `incoming`.
+    pub(crate) async fn start(conn: &Conn<'_>) -> Result<Copy, PgIndexError> {
         let sink = conn
             .client()
             .copy_in(
-                "COPY incoming (path, sort_key, content, raw, prior) FROM STDIN (FORMAT binary)",
+                "COPY incoming (path, sort_key, content, raw, prior, stamp, hash)
+                 FROM STDIN (FORMAT binary)",
             )
             .await?;
         let writer = BinaryCopyInWriter::new(
@@ -214,49 +338,36 @@ impl PgIndex {
                 Type::TEXT,
                 Type::BYTEA,
                 Type::FLOAT4,
+                Type::BYTEA,
+                Type::BYTEA,
             ],
         );
-        tokio::pin!(writer);
-        let mut stats = WriteStats::default();
-        let mut gone = Vec::new();
-        for path in paths {
-            let bytes = match self.worktree.open_file(path) {
-                Ok(mut f) => {
-                    let mut buf = Vec::new();
-                    match f.read_to_end(&mut buf) {
-                        Ok(_) => buf,
-                        Err(_) => {
-                            stats.unreadable += 1;
-                            gone.push(path.clone());
-                            continue;
-                        }
-                    }
-                }
-                Err(
-                    OpenError::Missing
-                    | OpenError::NotRegular
-                    | OpenError::Symlink
-                    | OpenError::BadPath,
-                ) => {
-                    stats.vanished += 1;
-                    gone.push(path.clone());
-                    continue;
-                }
-                Err(OpenError::Io(_)) => {
-                    stats.unreadable += 1;
-                    gone.push(path.clone());
-                    continue;
-                }
-            };
-            stats.files += 1;
-            stats.bytes += bytes.len() as u64;
-            let stored = content::stored(bytes);
-            let key = content::sort_key(path);
-            let prior = content::prior(path);
-            let row: [&(dyn ToSql + Sync); 5] = [path, &key, &stored.content, &stored.raw, &prior];
-            writer.as_mut().write(&row).await?;
-        }
-        writer.finish().await?;
-        Ok((stats, gone))
+        Ok(Copy {
+            writer: Box::pin(writer),
+        })
+    }
+
+    /// Sends one file's row.
+    pub(crate) async fn row(&mut self, path: &str, file: FileRead) -> Result<(), PgIndexError> {
+        let stored = content::stored(file.bytes);
+        let key = content::sort_key(path);
+        let prior = content::prior(path);
+        let row: [&(dyn ToSql + Sync); 7] = [
+            &path,
+            &key,
+            &stored.content,
+            &stored.raw,
+            &prior,
+            &file.stamp,
+            &file.hash,
+        ];
+        self.writer.as_mut().write(&row).await?;
+        Ok(())
+    }
+
+    /// Ends the `COPY`.
+    pub(crate) async fn finish(mut self) -> Result<(), PgIndexError> {
+        self.writer.as_mut().finish().await?;
+        Ok(())
     }
 }

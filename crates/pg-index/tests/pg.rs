@@ -60,6 +60,16 @@ const CASES: &[(&str, Case)] = &[
     ("a_connection_lost_between_queries_is_replaced", || {
         Box::pin(a_connection_lost_between_queries_is_replaced())
     }),
+    ("a_push_uploads_only_changed_content", || {
+        Box::pin(a_push_uploads_only_changed_content())
+    }),
+    ("a_read_only_index_never_writes", || {
+        Box::pin(a_read_only_index_never_writes())
+    }),
+    (
+        "two_pushers_of_one_repository_each_leave_exactly_their_selection",
+        || Box::pin(two_pushers_of_one_repository_each_leave_exactly_their_selection()),
+    ),
 ];
 
 fn main() {
@@ -690,4 +700,149 @@ async fn a_connection_lost_between_queries_is_replaced() {
     // Let the closed sockets be noticed; the pool then opens a fresh connection.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(hits(&index, "needle", false, None).await.len(), 1);
+}
+
+/// Writes `text` at `rel` with a modification time an hour back, so that its stamp can vouch
+/// for it (a file modified within the racy window is always read again).
+fn write_old(root: &Path, rel: &str, text: &[u8], minutes_ago: u64) {
+    write(root, rel, text);
+    let f = std::fs::File::options()
+        .write(true)
+        .open(root.join(rel))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60 * minutes_ago))
+        .unwrap();
+}
+
+async fn a_push_uploads_only_changed_content() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    write_old(root, "a.txt", b"needle a\n", 60);
+    write_old(root, "b.txt", b"needle b\n", 60);
+    write_old(root, "c/d.txt", b"needle d\n", 60);
+    let index = open(root, "push", "r").await;
+    let first = index.sync("h1", true).await.unwrap();
+    assert_eq!((first.files, first.uploaded, first.removed), (3, 3, 0));
+    assert!(first.revision.starts_with("h1+h"), "{first:?}");
+    // Nothing changed: nothing read, nothing sent, the same revision.
+    let again = index.sync("h1", true).await.unwrap();
+    assert!(again.unchanged, "{again:?}");
+    assert_eq!((again.uploaded, again.restamped), (0, 0));
+    assert_eq!(again.revision, first.revision);
+    // A new stamp over the same bytes costs a stamp update only.
+    write_old(root, "b.txt", b"needle b\n", 30);
+    let touched = index.sync("h1", true).await.unwrap();
+    assert_eq!((touched.uploaded, touched.restamped), (0, 1), "{touched:?}");
+    assert_eq!(touched.revision, first.revision);
+    // New content is uploaded, a deleted file removed, and the revision names the new content.
+    write_old(root, "a.txt", b"first\nneedle A\n", 20);
+    std::fs::remove_file(root.join("c/d.txt")).unwrap();
+    let edited = index.sync("h2", true).await.unwrap();
+    assert_eq!(
+        (
+            edited.files,
+            edited.uploaded,
+            edited.restamped,
+            edited.removed
+        ),
+        (2, 1, 0, 1),
+        "{edited:?}"
+    );
+    assert_eq!(pg_index::revision_commit(&edited.revision), "h2");
+    let found = index
+        .search_now(&request("needle", false, None))
+        .await
+        .unwrap();
+    assert_eq!(found.status.source_revision, Some(edited.revision.clone()));
+    let got: Vec<_> = found
+        .hits
+        .iter()
+        .map(|h| (h.path.as_str(), h.line))
+        .collect();
+    assert_eq!(got, [("a.txt", 2), ("b.txt", 1)]);
+    // A file written just now has no stamp to trust: it is read (not sent) on every push until
+    // it settles.
+    write(root, "b.txt", b"needle b\n");
+    let racy = index.sync("h2", true).await.unwrap();
+    assert_eq!((racy.uploaded, racy.restamped), (0, 1), "{racy:?}");
+    let stamps: i64 = admin()
+        .await
+        .query_one(
+            "SELECT count(stamp) FROM repo_search.files WHERE tenant_id = 'push'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stamps, 1, "only a.txt's stamp can vouch for it");
+    // Stamps not trusted: everything is read, nothing is sent.
+    let checked = index.sync("h2", false).await.unwrap();
+    assert_eq!((checked.uploaded, checked.removed), (0, 0), "{checked:?}");
+    assert_eq!(checked.revision, edited.revision);
+}
+
+async fn a_read_only_index_never_writes() {
+    let tree = tempfile::tempdir().unwrap();
+    write_old(tree.path(), "a.txt", b"needle\n", 60);
+    let writer = open(tree.path(), "read-only", "r").await;
+    let pushed = writer.sync("h1", true).await.unwrap();
+    let mut config = PgIndexConfig::new("read-only", "r");
+    config.read_only = true;
+    let reader = PgIndex::connect(server(), tree.path(), config)
+        .await
+        .unwrap();
+    write_old(tree.path(), "b.txt", b"needle\n", 60);
+    assert!(matches!(
+        reader.sync("h2", true).await,
+        Err(PgIndexError::ReadOnly)
+    ));
+    assert!(matches!(
+        reader.apply(&["b.txt".into()], &[], Some("h2")).await,
+        Err(PgIndexError::ReadOnly)
+    ));
+    let found = reader
+        .search_now(&request("needle", false, None))
+        .await
+        .unwrap();
+    assert_eq!(found.status.source_revision, Some(pushed.revision));
+    assert_eq!(found.hits.len(), 1);
+}
+
+/// The paths of the files holding "needle", in path order.
+async fn paths(index: &PgIndex) -> Vec<String> {
+    let found = index
+        .search_now(&request("needle", false, None))
+        .await
+        .unwrap();
+    found.hits.into_iter().map(|h| h.path).collect()
+}
+
+async fn two_pushers_of_one_repository_each_leave_exactly_their_selection() {
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_old(one.path(), "a.txt", b"needle one\n", 60);
+    write_old(one.path(), "shared.txt", b"needle shared\n", 60);
+    write_old(two.path(), "b.txt", b"needle two\n", 60);
+    write_old(two.path(), "shared.txt", b"needle shared\n", 60);
+    let p1 = open(one.path(), "two-pushers", "r").await;
+    let p2 = open(two.path(), "two-pushers", "r").await;
+    p1.sync("h", true).await.unwrap();
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
+    // The other clone's equal file costs a stamp update, not an upload.
+    let second = p2.sync("h", true).await.unwrap();
+    assert_eq!(
+        (second.uploaded, second.restamped, second.removed),
+        (1, 1, 1),
+        "{second:?}"
+    );
+    assert_eq!(paths(&p1).await, ["b.txt", "shared.txt"]);
+    // The first pusher's remembered list is out of date: it reads the stored one again.
+    let third = p1.sync("h", true).await.unwrap();
+    assert_eq!((third.uploaded, third.removed), (1, 1), "{third:?}");
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
+    assert!(p1.sync("h", true).await.unwrap().unchanged);
+    // A write that sets no revision still invalidates the remembered list.
+    p2.remove_paths(&["a.txt".into()], false).await.unwrap();
+    let fourth = p1.sync("h", true).await.unwrap();
+    assert_eq!(fourth.uploaded, 1, "{fourth:?}");
+    assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
 }

@@ -46,6 +46,19 @@ pub(crate) enum Failure {
     ServerRunning,
     /// A line sent to `repo-search serve` is not a request.
     ServeRequest,
+    /// `--backend` (or `REPO_SEARCH_BACKEND`) is missing where shared-index options need it, is
+    /// not a `postgres://` URL, or `--tenant` / `--repo-id` is not a valid id.
+    BackendUnusable,
+    /// The shared index's server could not be reached, or refused the login.
+    BackendUnreachable,
+    /// The shared index did not answer in time; nothing was written.
+    BackendTimeout,
+    /// The shared index failed (a lost connection, a failed statement); nothing was written.
+    BackendFailed,
+    /// A write was asked under `--read-only`.
+    BackendReadOnly,
+    /// `repo-search serve` keeps an embedded index; it does not take `--backend`.
+    BackendNotServed,
 }
 
 impl Failure {
@@ -56,7 +69,12 @@ impl Failure {
             | Failure::NotAWorktree
             | Failure::Usage
             | Failure::ServerRunning
-            | Failure::ServeRequest => ErrorCode::Unsupported,
+            | Failure::ServeRequest
+            | Failure::BackendUnusable
+            | Failure::BackendReadOnly
+            | Failure::BackendNotServed => ErrorCode::Unsupported,
+            Failure::BackendUnreachable | Failure::BackendFailed => ErrorCode::Failed,
+            Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
             Failure::IndexDirUnusable
             | Failure::IndexUnopenable
@@ -98,6 +116,19 @@ impl Failure {
             Failure::ServeRequest => {
                 "the request is not one line of JSON with an `arguments` object, under 1 MiB"
             }
+            Failure::BackendUnusable => {
+                "the shared index is not usable: --backend (or REPO_SEARCH_BACKEND) is missing or \
+                 not a postgres:// URL, or --tenant / --repo-id is not a valid id"
+            }
+            Failure::BackendUnreachable => {
+                "the shared index's server could not be reached, or refused the login"
+            }
+            Failure::BackendTimeout => {
+                "the shared index did not answer in time; nothing was written"
+            }
+            Failure::BackendFailed => "the shared index failed; nothing was written",
+            Failure::BackendReadOnly => "--read-only: this command would write to the shared index",
+            Failure::BackendNotServed => "`repo-search serve` does not take --backend",
         };
         fixed.to_owned()
     }
@@ -129,6 +160,18 @@ impl Failure {
                 "use the running server (`repo-search search` asks it), or stop it first"
             }
             Failure::ServeRequest => "send `{\"arguments\": {…}}` and a newline per request",
+            Failure::BackendUnusable => {
+                "pass --backend postgres://user@host:port/database (the password in PGPASSWORD), \
+                 and ids of letters, digits, `-`, `_` and `.`"
+            }
+            Failure::BackendUnreachable => {
+                "check the server's address, that it runs, and the user and password"
+            }
+            Failure::BackendTimeout | Failure::BackendFailed => {
+                "retry; for a first push of a large repository, run `repo-search index --backend …`"
+            }
+            Failure::BackendReadOnly => "leave out --read-only to push, or only query",
+            Failure::BackendNotServed => "use `repo-search mcp --backend …` for a long-lived host",
         }
     }
 

@@ -80,6 +80,8 @@ pub(crate) struct Host {
     /// Serialises the refreshes of this host: a query that takes the watcher's changes must
     /// commit them before another query may trust that nothing changed.
     refreshing: Arc<Mutex<()>>,
+    /// `Some` on a shared index (`--backend`): it refreshes instead of the embedded index.
+    pub(crate) shared: Option<Arc<crate::pg_host::Shared>>,
 }
 
 /// How long a watching host waits for its cookie before it walks instead.
@@ -119,7 +121,7 @@ fn cache_dir(root: &Path) -> Option<PathBuf> {
 }
 
 /// The worktree's canonical top directory for a directory inside it.
-fn worktree_root(dir: &Path) -> Result<(PathBuf, PathBuf), HostError> {
+pub(crate) fn worktree_root(dir: &Path) -> Result<(PathBuf, PathBuf), HostError> {
     let dir = dir.canonicalize().map_err(|_| HostError::MissingRoot)?;
     if !dir.is_dir() {
         return Err(HostError::MissingRoot);
@@ -199,6 +201,7 @@ impl Host {
                 tool,
                 watcher: None,
                 refreshing: Arc::default(),
+                shared: None,
             });
         }
         let index_dir = index_location(&root, &git_dir, index_dir)?;
@@ -228,7 +231,26 @@ impl Host {
             tool,
             watcher,
             refreshing: Arc::default(),
+            shared: None,
         })
+    }
+
+    /// A host on a shared index: no index directory, no watcher; `shared` refreshes.
+    pub(crate) fn on_shared(
+        root: PathBuf,
+        tool: RepoSearchTool,
+        shared: Arc<crate::pg_host::Shared>,
+    ) -> Host {
+        Host {
+            root,
+            git_dir: None,
+            index: None,
+            index_dir: None,
+            tool,
+            watcher: None,
+            refreshing: Arc::default(),
+            shared: Some(shared),
+        }
     }
 
     /// The commit HEAD names, or `unborn`.

@@ -5,6 +5,9 @@
 //! `indexed_literal` mode; `--mode literal` scans the worktree instead. `repo-search mcp` serves
 //! the same `repo_search` tool to an agent over stdio. `repo-search serve` keeps a watching host
 //! on a socket in the index directory; `search` asks it first when one runs, and never starts it.
+//! With `--backend postgres://…` (or `REPO_SEARCH_BACKEND`) `search`, `index`, `status` and `mcp`
+//! use a shared index in PostgreSQL instead, pushing the worktree before each query or, with
+//! `--read-only`, only querying (`pg_host`).
 //!
 //! Exit codes: 0 when there are hits, 1 when there are none, 2 on an error, which prints its
 //! `index_contract::ErrorCode`, a fixed message and what to do on stderr, and under `--json` the
@@ -15,6 +18,7 @@ mod failure;
 mod git;
 mod host;
 mod mcp;
+mod pg_host;
 mod serve;
 mod stdio;
 mod watch;
@@ -69,6 +73,8 @@ struct Location {
     /// Where the index lives (default: this worktree's git directory). Never inside the worktree.
     #[arg(long)]
     index_dir: Option<PathBuf>,
+    #[command(flatten)]
+    shared: pg_host::SharedArgs,
 }
 
 /// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
@@ -226,8 +232,14 @@ impl Command {
     }
 }
 
-/// Opens the host for a command.
-fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, Failure> {
+/// Opens the host for a command: on the shared index when one is named and the command queries
+/// an index.
+async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, Failure> {
+    if modes != host::HostModes::LiteralOnly
+        && let Some(backend) = location.shared.backend()?
+    {
+        return pg_host::open(&location.root, backend).await;
+    }
     Ok(host::Host::open(
         &location.root,
         location.index_dir.as_deref(),
@@ -267,7 +279,10 @@ async fn answer_with(
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
         if refresh == Refresh::First {
-            host.refresh().await?;
+            match &host.shared {
+                Some(shared) => shared.refresh().await?,
+                None => drop(host.refresh().await?),
+            }
         }
     }
     let result = host
@@ -337,13 +352,21 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Index { location } => {
-            let host = open_host(&location, host::HostModes::Indexed)?;
+            if let Some(backend) = location.shared.backend()? {
+                pg_host::index(&location.root, backend).await?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let host = open_host(&location, host::HostModes::Indexed).await?;
             let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { location, json } => {
-            let host = open_host(&location, host::HostModes::Indexed)?;
+            if let Some(backend) = location.shared.backend()? {
+                pg_host::status(&location.root, backend, json).await?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let host = open_host(&location, host::HostModes::Indexed).await?;
             let index = host.index.as_ref().ok_or(Failure::IndexUnopenable)?;
             let index_dir = host.index_dir.clone().unwrap_or_default();
             let status = index.current_status();
@@ -373,12 +396,15 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = open_host(&location, host::HostModes::Watching)?;
+            let host = open_host(&location, host::HostModes::Watching).await?;
             mcp::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { location } => {
-            let host = open_host(&location, host::HostModes::Watching)?;
+            if location.shared.backend()?.is_some() {
+                return Err(Failure::BackendNotServed);
+            }
+            let host = open_host(&location, host::HostModes::Watching).await?;
             serve::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -511,9 +537,11 @@ impl Searcher<'_> {
     async fn page(&mut self, args: &Value) -> Result<Value, Failure> {
         // A running server answers through the same freshness gate; without one, or when it
         // does not answer, this process refreshes by itself. A served error is an answer.
+        // A `serve` keeps an embedded index: a query on a shared index never asks it.
         if self.indexed
             && !self.no_server
             && self.host.is_none()
+            && self.location.shared.backend()?.is_none()
             && let Some(served) = serve::ask(
                 &self.location.root,
                 self.location.index_dir.as_deref(),
@@ -530,7 +558,7 @@ impl Searcher<'_> {
             } else {
                 host::HostModes::LiteralOnly
             };
-            self.host = Some(open_host(self.location, modes)?);
+            self.host = Some(open_host(self.location, modes).await?);
         }
         let host = self.host.as_ref().ok_or(Failure::IndexUnopenable)?;
         let refresh = if self.refreshed {

@@ -38,8 +38,9 @@ pub const ALONE_BYTES: usize = TARGET_BYTES / 4;
 /// recursion on pathologically nested input.
 const MAX_DEPTH: usize = 48;
 
-/// When the top-level items that contain a syntax error hold more than this share of the file,
-/// the tree says too little and the file is chunked by lines.
+/// When the parser's `ERROR` nodes hold more than this share of the file, the tree says too
+/// little and the file is chunked by lines. (Counting the top-level items that hold an error
+/// instead would drop every C header with one unparsed macro: its include guard holds it all.)
 const MAX_ERROR_SHARE: f64 = 0.25;
 
 /// Node kinds that define something named (by a `name` field, or a `declarator` chain in the C
@@ -170,16 +171,8 @@ pub fn spans(path: &str, text: &str) -> Option<Vec<Span>> {
         Some(ParseOptions::new().progress_callback(&mut progress)),
     )?;
     let root = tree.root_node();
-    if root.has_error() {
-        let mut cursor = root.walk();
-        let broken: usize = root
-            .children(&mut cursor)
-            .filter(|c| c.has_error())
-            .map(|c| c.byte_range().len())
-            .sum();
-        if root.is_error() || broken as f64 > MAX_ERROR_SHARE * text.len() as f64 {
-            return None;
-        }
+    if root.is_error() || error_bytes(root) as f64 > MAX_ERROR_SHARE * text.len() as f64 {
+        return None;
     }
     let mut pieces = Pieces {
         text,
@@ -194,6 +187,21 @@ pub fn spans(path: &str, text: &str) -> Option<Vec<Span>> {
         return None;
     }
     Some(merge(text, pieces.out))
+}
+
+/// The bytes under `ERROR` nodes (the outermost ones) in `root`'s tree.
+fn error_bytes(root: Node) -> usize {
+    let mut total = 0;
+    let mut stack = vec![root];
+    while let Some(node) = stack.pop() {
+        if node.is_error() {
+            total += node.byte_range().len();
+        } else if node.has_error() {
+            let mut cursor = node.walk();
+            stack.extend(node.children(&mut cursor));
+        }
+    }
+    total
 }
 
 /// A run of lines that chunking never cuts: it starts at a line start and ends where the next

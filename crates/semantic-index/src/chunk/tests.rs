@@ -274,6 +274,15 @@ fn invalid_syntax_falls_back_to_line_merging() {
 }
 
 #[test]
+fn a_c_header_with_one_syntax_error_is_still_parsed() {
+    // The include guard holds the whole file: one error inside it must not send it to line
+    // merging.
+    let src = "#ifndef DEV_H\n#define DEV_H\n\nstruct dev_state {\n\tint count;\n};\n\nstatic int broken = ;\n\nint dev_probe(struct device *dev);\n\n#endif\n";
+    assert!(syntax::spans("dev.h", src).is_some());
+    check("dev.h", src, &[(1, 12, &["DEV_H", "dev_state"])]);
+}
+
+#[test]
 fn a_file_over_the_parse_bound_falls_back_to_line_merging() {
     let src = filler("fn f() {}\n", MAX_PARSE_BYTES / 10 + 1);
     assert_eq!(chunk_file("big.rs", &src), line_chunks("big.rs", &src));

@@ -39,8 +39,8 @@ pub struct Chunk {
 /// top-level definitions are chunks, a definition bigger than [`TARGET_BYTES`] is split at its
 /// children (methods) or else between lines, small neighbouring items merge up to
 /// [`TARGET_BYTES`], and a leading doc comment stays with its definition. Any other file, one
-/// bigger than 1 MiB, or one whose parse times out or is mostly errors, is cut by
-/// [`line_chunks`].
+/// bigger than 1 MiB, or one whose parse times out or is mostly errors, is cut by line merging
+/// (blocks after blank lines and definition lines, merged up to [`TARGET_BYTES`]).
 pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
     if text.trim().is_empty() {
         return Vec::new();

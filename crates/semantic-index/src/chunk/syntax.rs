@@ -5,14 +5,16 @@
 //!
 //! - every child of the root is a piece, unless it is bigger than [`TARGET_BYTES`]; such a node
 //!   is split at its children, recursively (an `impl` at its methods, a class at its body's
-//!   members), and a node without children (a long string or comment) between lines;
-//! - a comment or attribute that starts its line and is followed by its next sibling without a
-//!   blank line in between is glued to that sibling, so a doc comment stays with its definition;
-//! - a piece holding nothing but punctuation (a closing `}`) joins the piece before it.
+//!   members), and a node without children (a long string or comment) between lines; the split
+//!   node's header (`impl Parser {`, `class Point:`) stays with its first member;
+//! - a comment, attribute or decorator that starts its line and is followed by its next sibling
+//!   without a blank line in between is glued to that sibling, so a doc comment stays with its
+//!   definition;
+//! - a piece holding only unnamed tokens (a closing `}`, `};`) joins the piece before it.
 //!
 //! The pieces are then merged greedily up to [`TARGET_BYTES`], except that a definition of at
-//! least [`ALONE_BYTES`] is a chunk of its own, and a node that had to be split starts a new
-//! chunk and is followed by one.
+//! least [`ALONE_BYTES`] is a chunk of its own, a split definition starts a chunk, and any split
+//! node ends one.
 
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -151,7 +153,7 @@ pub struct Span {
 /// timed out or the tree is mostly errors).
 pub fn spans(path: &str, text: &str) -> Option<Vec<Span>> {
     let language = language_for(path)?;
-    if text.len() > MAX_PARSE_BYTES {
+    if text.len() > MAX_PARSE_BYTES || text.trim().is_empty() {
         return None;
     }
     let mut parser = Parser::new();
@@ -265,7 +267,8 @@ impl Pieces<'_> {
             Some(last) if line > last.start && line < self.covered => {
                 self.next_line_start(self.covered)
             }
-            Some(_) => line,
+            // Never before the last piece, so that pieces stay in order.
+            Some(last) => line.max(last.start),
         };
         self.covered = self.covered.max(end);
         let definition = !names.is_empty();
@@ -305,7 +308,7 @@ impl Pieces<'_> {
         for (i, &kid) in kids.iter().enumerate() {
             let glue = is_prefix(kid)
                 && kids.get(i + 1).is_some_and(|next| {
-                    let between = &bytes[kid.end_byte()..next.start_byte()];
+                    let between = bytes.get(kid.end_byte()..next.start_byte()).unwrap_or(&[]);
                     let before = &bytes[self.line_start(kid.start_byte())..kid.start_byte()];
                     between.iter().filter(|&&b| b == b'\n').count() < 2
                         && before.iter().all(u8::is_ascii_whitespace)

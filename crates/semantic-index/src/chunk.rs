@@ -1,6 +1,14 @@
-//! Chunks: pieces of a file of about [`TARGET_BYTES`], cut where code usually changes subject.
+//! Chunks: pieces of a file of about [`TARGET_BYTES`], cut where the code changes subject.
+//!
+//! Rust, Python, C, C++, Go, JavaScript, TypeScript and Java files are cut along their syntax
+//! tree ([`syntax`]); every other file, and a file whose parse fails, by line merging.
 
 use sha2::{Digest, Sha256};
+
+mod syntax;
+
+#[cfg(test)]
+mod tests;
 
 /// The size a chunk aims at, as semble's chunks do.
 pub const TARGET_BYTES: usize = 1500;
@@ -18,14 +26,50 @@ pub struct Chunk {
     pub text: String,
     /// The sha256 of `text`: the key under which its vectors are cached.
     pub hash: [u8; 32],
+    /// The names of the definitions the chunk holds (functions, methods, types, classes,
+    /// macros, …), in source order: from the syntax tree's name nodes where the file was parsed,
+    /// else from its definition lines.
+    pub defines: Vec<String>,
+}
+
+/// Cuts a file into chunks that together hold every byte of it exactly once (a file of blank
+/// lines only has none).
+///
+/// A file in a language tree-sitter is built with here (chosen by extension) follows its syntax:
+/// top-level definitions are chunks, a definition bigger than [`TARGET_BYTES`] is split at its
+/// children (methods) or else between lines, small neighbouring items merge up to
+/// [`TARGET_BYTES`], and a leading doc comment stays with its definition. Any other file, one
+/// bigger than 1 MiB, or one whose parse times out or is mostly errors, is cut by line merging
+/// (blocks after blank lines and definition lines, merged up to [`TARGET_BYTES`]).
+pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    match syntax::spans(path, text) {
+        Some(spans) => {
+            let starts = line_starts(text);
+            let line_of = |b: usize| starts.partition_point(|&s| s <= b) as u32;
+            spans
+                .into_iter()
+                .map(|s| {
+                    let mut chunk = make_chunk(path, &text[s.start..s.end], line_of(s.start));
+                    chunk.end_line = line_of(s.end - 1);
+                    chunk.defines = s.names;
+                    chunk
+                })
+                .collect()
+        }
+        None => line_chunks(path, text),
+    }
 }
 
 /// Cuts a file into chunks by line merging: the file is first split into blocks after each blank
 /// line and each definition start (a line whose first word after modifiers such as `pub` or
 /// `async` is `def`, `class`, `fn`, `func`, `function`, …), then consecutive blocks are merged while
 /// they fit in [`TARGET_BYTES`]; a block longer than that is cut between lines. Every line belongs
-/// to exactly one chunk; blank-only chunks are dropped.
-pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
+/// to exactly one chunk: a run of blank lines that would make a chunk of its own joins the chunk
+/// before it (or after it, at the start of the file).
+pub(crate) fn line_chunks(path: &str, text: &str) -> Vec<Chunk> {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     // Block boundaries: indices of lines that start a block.
     let mut blocks: Vec<(usize, usize)> = Vec::new();
@@ -62,19 +106,46 @@ pub fn chunk_file(path: &str, text: &str) -> Vec<Chunk> {
             _ => pieces.push((a, b)),
         }
     }
-    pieces
-        .into_iter()
-        .filter(|&(a, b)| lines[a..b].iter().any(|l| !l.trim().is_empty()))
+    let blank = |&(a, b): &(usize, usize)| lines[a..b].iter().all(|l| l.trim().is_empty());
+    let mut kept: Vec<(usize, usize)> = Vec::new();
+    for piece in pieces {
+        match kept.last_mut() {
+            Some(last) if blank(&piece) || blank(last) => last.1 = piece.1,
+            _ => kept.push(piece),
+        }
+    }
+    kept.into_iter()
+        .filter(|p| !blank(p))
         .map(|(a, b)| {
-            let text: String = lines[a..b].concat();
-            Chunk {
-                path: path.to_owned(),
-                start_line: a as u32 + 1,
-                end_line: b as u32,
-                hash: Sha256::digest(text.as_bytes()).into(),
-                text,
-            }
+            let mut chunk = make_chunk(path, &lines[a..b].concat(), a as u32 + 1);
+            chunk.defines = lines[a..b]
+                .iter()
+                .filter_map(|l| definition_name(l))
+                .map(str::to_owned)
+                .collect();
+            chunk
         })
+        .collect()
+}
+
+/// A chunk of `text` starting at line `start_line`, its end line counted from its newlines.
+fn make_chunk(path: &str, text: &str, start_line: u32) -> Chunk {
+    let newlines = text.matches('\n').count() - usize::from(text.ends_with('\n'));
+    Chunk {
+        path: path.to_owned(),
+        start_line,
+        end_line: start_line + newlines as u32,
+        hash: Sha256::digest(text.as_bytes()).into(),
+        text: text.to_owned(),
+        defines: Vec::new(),
+    }
+}
+
+/// The byte offsets at which lines start.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .filter(|&s| s < text.len())
         .collect()
 }
 
@@ -133,54 +204,4 @@ pub(crate) fn definition_name(line: &str) -> Option<&str> {
         .next()
         .is_some_and(|c| c.is_alphabetic() || c == '_')
         .then_some(name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(input: &str, expected: &[(u32, u32)]) {
-        let chunks = chunk_file("f.py", input);
-        let ranges: Vec<(u32, u32)> = chunks.iter().map(|c| (c.start_line, c.end_line)).collect();
-        assert_eq!(ranges, expected, "chunks of {input:?}");
-        for c in &chunks {
-            assert_eq!(c.hash, <[u8; 32]>::from(Sha256::digest(c.text.as_bytes())));
-        }
-    }
-
-    #[test]
-    fn small_blocks_merge_into_one_chunk() {
-        check("def a():\n    pass\n\ndef b():\n    pass\n", &[(1, 5)]);
-    }
-
-    #[test]
-    fn blocks_split_where_the_target_is_reached() {
-        let body = "    x = 1\n".repeat(100);
-        let input = format!("def a():\n{body}\ndef b():\n{body}");
-        check(&input, &[(1, 102), (103, 203)]);
-    }
-
-    #[test]
-    fn a_block_longer_than_the_target_is_cut_between_lines() {
-        let input = "x = 1\n".repeat(300);
-        check(&input, &[(1, 250), (251, 300)]);
-    }
-
-    #[test]
-    fn blank_files_have_no_chunk() {
-        check("\n\n  \n", &[]);
-    }
-
-    #[test]
-    fn definition_names_are_found_behind_modifiers() {
-        for (line, name) in [
-            ("pub fn parse_args(x: u8) {", Some("parse_args")),
-            ("    async def fetch(self):", Some("fetch")),
-            ("class Foo(Bar):", Some("Foo")),
-            ("public static class Widget {", Some("Widget")),
-            ("x = def_thing()", None),
-        ] {
-            assert_eq!(definition_name(line), name, "{line:?}");
-        }
-    }
 }

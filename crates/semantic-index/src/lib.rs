@@ -7,8 +7,9 @@
 //! - **[`StaticModel`]**: the model2vec method: every vocabulary token embedded through MiniLM,
 //!   PCA to 256 dimensions, SIF weighting. Built deterministically by `semantic-index static`,
 //!   stored next to the model with its sha256.
-//! - **[`chunk_file`]**: line-merging chunks of about 1500 bytes, each with its path, line range
-//!   and content hash.
+//! - **[`chunk_file`]**: chunks of about 1500 bytes along the tree-sitter syntax tree (Rust,
+//!   Python, C/C++, Go, JS/TS, Java) or by line merging, each with its path, line range, content
+//!   hash and the names it defines.
 //! - **[`SemanticIndex`]**: BM25 over identifier sub-tokens, a brute-force int8 cosine scan of
 //!   the static vectors, definition and file-name boosts, one result per file, then MiniLM
 //!   re-ranks the first candidates, caching chunk vectors by content hash.

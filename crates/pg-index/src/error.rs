@@ -35,10 +35,10 @@ pub enum PgIndexError {
     },
     /// Reading a file of the worktree failed.
     Io(std::io::Error),
-    /// The query cannot be compiled by the shared matcher.
-    BadQuery,
-    /// The request asks for something the backend does not declare (a regular expression).
-    Unsupported,
+    /// The request is refused before it reaches the server: an option this backend does not
+    /// declare, a bound exceeded, or a regex the shared profile refuses. The guard's error says
+    /// which, with its `ERR_PRISM_INDEX_*` code.
+    Refused(index_contract::IndexError),
 }
 
 impl std::fmt::Display for PgIndexError {
@@ -72,10 +72,7 @@ impl std::fmt::Display for PgIndexError {
                 "the database schema is at version {found}, newer than this build knows"
             ),
             PgIndexError::Io(e) => write!(f, "reading the worktree failed: {e}"),
-            PgIndexError::BadQuery => f.write_str("the query cannot be compiled"),
-            PgIndexError::Unsupported => {
-                f.write_str("the request needs a capability this backend does not declare")
-            }
+            PgIndexError::Refused(e) => write!(f, "the request is refused: {e}"),
         }
     }
 }

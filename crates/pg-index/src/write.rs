@@ -121,18 +121,52 @@ impl PgIndex {
         let conn = self.begin_write().await?;
         let client = conn.client();
         self.lock_repo(&conn).await?;
-        client
-            .batch_execute(
-                "CREATE TEMPORARY TABLE incoming (
-                     path text NOT NULL, sort_key bytea NOT NULL, content text NOT NULL,
-                     raw bytea, prior real NOT NULL
-                 ) ON COMMIT DROP",
-            )
-            .await?;
         let (paths, all) = match upserts {
             Upserts::All(p) => (p, true),
             Upserts::Some(p) => (p, false),
         };
+        // A full build of a repository that holds no rows yet (the first, the big one) inserts
+        // straight into `files`, in batches: no temporary copy of the tree, no upsert, nothing
+        // to delete. (Not `COPY`: PostgreSQL refuses `COPY FROM` into a table under row-level
+        // security.) Every other write goes through `incoming`.
+        let fresh = all
+            && client
+                .query_one(
+                    "SELECT NOT EXISTS (SELECT 1 FROM repo_search.files
+                                         WHERE tenant_id = $1 AND repo_id = $2)",
+                    &[t, r],
+                )
+                .await?
+                .get::<_, bool>(0);
+        if fresh {
+            let stats = self.insert_files(&conn, paths).await?;
+            // The trigram index's pending list (fast update: up to 4 MB of entries that every
+            // query reads in full) is merged now, when the writer owns the index, rather than
+            // by the next writer or autovacuum. A bigger pending list was measured worse: the
+            // index grew to the corpus's size and queries read it all.
+            client
+                .execute(
+                    "SELECT gin_clean_pending_list(c.oid) FROM pg_class c
+                      WHERE c.oid = 'repo_search.files_content_trgm'::regclass
+                        AND pg_has_role(c.relowner, 'USAGE')",
+                    &[],
+                )
+                .await?;
+            // Fresh statistics for the search's choice of plan (a role that does not own the
+            // table gets a warning, not an error, and autovacuum analyzes later).
+            client.batch_execute("ANALYZE repo_search.files").await?;
+            return self.finish(conn, stats, under_way, source_revision).await;
+        }
+        // lz4 here too: a compressed value is moved into `files` as it is, not recompressed.
+        client
+            .batch_execute(
+                "CREATE TEMPORARY TABLE incoming (
+                     path text NOT NULL, sort_key bytea NOT NULL,
+                     content text COMPRESSION lz4 NOT NULL, raw bytea COMPRESSION lz4,
+                     prior real NOT NULL
+                 ) ON COMMIT DROP",
+            )
+            .await?;
         let (stats, gone) = self.copy_files(&conn, paths).await?;
         client
             .execute(
@@ -169,6 +203,19 @@ impl PgIndex {
                     .await?;
             }
         }
+        self.finish(conn, stats, under_way, source_revision).await
+    }
+
+    /// Sets the state and the revision, and commits.
+    async fn finish(
+        &self,
+        conn: Conn<'_>,
+        stats: WriteStats,
+        under_way: bool,
+        source_revision: Option<&str>,
+    ) -> Result<WriteStats, PgIndexError> {
+        let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
+        let client = conn.client();
         if under_way {
             client
                 .execute(
@@ -220,36 +267,10 @@ impl PgIndex {
         let mut stats = WriteStats::default();
         let mut gone = Vec::new();
         for path in paths {
-            let bytes = match self.worktree.open_file(path) {
-                Ok(mut f) => {
-                    let mut buf = Vec::new();
-                    match f.read_to_end(&mut buf) {
-                        Ok(_) => buf,
-                        Err(_) => {
-                            stats.unreadable += 1;
-                            gone.push(path.clone());
-                            continue;
-                        }
-                    }
-                }
-                Err(
-                    OpenError::Missing
-                    | OpenError::NotRegular
-                    | OpenError::Symlink
-                    | OpenError::BadPath,
-                ) => {
-                    stats.vanished += 1;
-                    gone.push(path.clone());
-                    continue;
-                }
-                Err(OpenError::Io(_)) => {
-                    stats.unreadable += 1;
-                    gone.push(path.clone());
-                    continue;
-                }
+            let Some(bytes) = self.read_file(path, &mut stats) else {
+                gone.push(path.clone());
+                continue;
             };
-            stats.files += 1;
-            stats.bytes += bytes.len() as u64;
             let stored = content::stored(bytes);
             let key = content::sort_key(path);
             let prior = content::prior(path);
@@ -259,4 +280,102 @@ impl PgIndex {
         writer.finish().await?;
         Ok((stats, gone))
     }
+
+    /// Reads one file of the worktree, counting it in `stats`; `None` when it is gone or
+    /// unreadable (counted as such), so it is dropped from the index.
+    fn read_file(&self, path: &str, stats: &mut WriteStats) -> Option<Vec<u8>> {
+        let bytes = match self.worktree.open_file(path) {
+            Ok(mut f) => {
+                let mut buf = Vec::new();
+                match f.read_to_end(&mut buf) {
+                    Ok(_) => buf,
+                    Err(_) => {
+                        stats.unreadable += 1;
+                        return None;
+                    }
+                }
+            }
+            Err(
+                OpenError::Missing
+                | OpenError::NotRegular
+                | OpenError::Symlink
+                | OpenError::BadPath,
+            ) => {
+                stats.vanished += 1;
+                return None;
+            }
+            Err(OpenError::Io(_)) => {
+                stats.unreadable += 1;
+                return None;
+            }
+        };
+        stats.files += 1;
+        stats.bytes += bytes.len() as u64;
+        Some(bytes)
+    }
+
+    /// Inserts `paths` into `files`, a batch of about [`INSERT_BATCH_BYTES`] per statement, for
+    /// a repository that holds none of them.
+    async fn insert_files(
+        &self,
+        conn: &Conn<'_>,
+        paths: &[String],
+    ) -> Result<WriteStats, PgIndexError> {
+        let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
+        let statement = conn
+            .client()
+            .prepare(
+                "INSERT INTO repo_search.files (tenant_id, repo_id, path, sort_key, content, raw, prior)
+                 SELECT $1, $2, * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bytea[], $7::real[])",
+            )
+            .await?;
+        let mut stats = WriteStats::default();
+        let mut batch = Batch::default();
+        let mut left = paths.iter().peekable();
+        while let Some(path) = left.next() {
+            if let Some(bytes) = self.read_file(path, &mut stats) {
+                batch.bytes += bytes.len();
+                let stored = content::stored(bytes);
+                batch.paths.push(path.as_str());
+                batch.keys.push(content::sort_key(path));
+                batch.contents.push(stored.content);
+                batch.raws.push(stored.raw);
+                batch.priors.push(content::prior(path));
+            }
+            if batch.bytes >= INSERT_BATCH_BYTES
+                || (left.peek().is_none() && !batch.paths.is_empty())
+            {
+                conn.client()
+                    .execute(
+                        &statement,
+                        &[
+                            t,
+                            r,
+                            &batch.paths,
+                            &batch.keys,
+                            &batch.contents,
+                            &batch.raws,
+                            &batch.priors,
+                        ],
+                    )
+                    .await?;
+                batch = Batch::default();
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// About how many bytes of files one `INSERT` of a fresh build carries.
+const INSERT_BATCH_BYTES: usize = 8 << 20;
+
+/// The columns of one batch of a fresh build's rows.
+#[derive(Default)]
+struct Batch<'a> {
+    bytes: usize,
+    paths: Vec<&'a str>,
+    keys: Vec<Vec<u8>>,
+    contents: Vec<String>,
+    raws: Vec<Option<Vec<u8>>>,
+    priors: Vec<f32>,
 }

@@ -16,6 +16,13 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let linux = args
         .windows(2)
         .any(|w| w[0] == "--corpus" && w[1] == "linux");
+    if linux
+        && args
+            .windows(2)
+            .any(|w| w[0] == "--backend" && w[1] == "postgres")
+    {
+        return postgres_vs_embedded();
+    }
     run(cargo().args([
         "build",
         "--release",
@@ -461,6 +468,220 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     );
     println!("raw: {}", ours.trim());
     println!("raw mcp: {}", mcp.trim());
+    Ok(())
+}
+
+/// The PostgreSQL backend (`pg_probe`, in a throwaway `pg_virtualenv` cluster) beside the
+/// embedded index (`index-bench`) and `rg` on the Linux corpus, against issue 16's targets.
+fn postgres_vs_embedded() -> Result<(), String> {
+    let dir = corpus::linux()?;
+    ci::ripgrep()?;
+    let rg = root().join("target/tools/bin/rg");
+    run(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "repo-search-benches",
+        "--bin",
+        "index-bench",
+        "-p",
+        "pg-index",
+        "--example",
+        "pg_probe",
+    ]))?;
+    let bin = root().join("target/release");
+    let started = Instant::now();
+    // `rg` as a process, on one rare and one common query of the probes: a warm-up, then 5.
+    let mut rg_ms = Vec::new();
+    for q in ["SYSCALL_DEFINE3(fchmodat", "EXPORT_SYMBOL_GPL("] {
+        let mut cmd = Command::new(&rg);
+        cmd.args(["--no-config", "-F", "-l", "--", q])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let mut t = Vec::new();
+        for round in 0..6 {
+            let ms = time(&mut cmd)?.0;
+            if round > 0 {
+                t.push(ms);
+            }
+        }
+        rg_ms.push(median(t));
+    }
+    let store = root().join("target/corpus/linux.repo-search-index");
+    let embedded = probe_output(
+        Command::new(bin.join("index-bench"))
+            .arg(&dir)
+            .arg(&store)
+            .arg("--rg")
+            .arg(&rg),
+        "index-bench",
+    )?;
+    // A throwaway cluster (`-t`: in a temporary directory, dropped afterwards), UTF-8, with
+    // 512 MB of shared buffers so that the index and the hot rows stay in memory. The WAL
+    // keeps its default limit: the disk is shared.
+    let pg = probe_output(
+        Command::new("pg_virtualenv")
+            .env("LANG", "C.UTF-8")
+            .env("LC_ALL", "C.UTF-8")
+            .args(["-t", "-o", "shared_buffers=512MB"])
+            .arg(bin.join("examples/pg_probe"))
+            .arg(&dir)
+            .arg("--rg")
+            .arg(&rg),
+        "pg_probe",
+    )?;
+    let e = |name: &str| json_number(&embedded, name);
+    let p = |name: &str| json_number(&pg, name);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "\nPostgreSQL backend vs embedded index and rg, Linux 6.12, {cores} cores, one run ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<40} {:>10} {:>10} {:>10} {:>8} {:>8} {:>12} {:>4}",
+        "figure", "postgres", "embedded", "rg", "/embed", "/rg", "target", "met"
+    );
+    let row = |name: &str, ours: f64, emb: f64, rg: f64, target: &str, met: Option<bool>| {
+        let ratio = |x: f64| {
+            if x.is_nan() {
+                String::new()
+            } else {
+                format!("{:.3}", ours / x)
+            }
+        };
+        // Ratios to the corpus are below 1: they need more digits than milliseconds.
+        let show = |x: f64| {
+            if x.is_nan() {
+                String::new()
+            } else if x.abs() < 1.0 {
+                format!("{x:.3}")
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        let met = match met {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "",
+        };
+        println!(
+            "{name:<40} {:>10} {:>10} {:>10} {:>8} {:>8} {target:>12} {met:>4}",
+            show(ours),
+            show(emb),
+            show(rg),
+            ratio(emb),
+            ratio(rg)
+        );
+    };
+    let n = f64::NAN;
+    let corpus = p("corpus_bytes");
+    row(
+        "load the tree, s",
+        p("load_ms") / 1000.0,
+        e("build_ms") / 1000.0,
+        n,
+        "<= 90",
+        Some(p("load_ms") <= 90_000.0),
+    );
+    row(
+        "GIN index / corpus (embedded: index)",
+        p("gin_bytes") / corpus,
+        e("index_bytes") / e("corpus_bytes"),
+        n,
+        "<= 0.25",
+        Some(p("gin_bytes") / corpus <= 0.25),
+    );
+    row(
+        "table with TOAST / corpus",
+        p("table_bytes") / corpus,
+        n,
+        n,
+        "",
+        None,
+    );
+    row(
+        "rare literal p50, ms (rg: -F -l process)",
+        p("rare_p50_ms"),
+        e("rare_p50_ms"),
+        rg_ms[0],
+        "<= 30",
+        Some(p("rare_p50_ms") <= 30.0),
+    );
+    row(
+        "rare literal p95, ms",
+        p("rare_p95_ms"),
+        e("rare_p95_ms"),
+        rg_ms[0],
+        "<= 100",
+        Some(p("rare_p95_ms") <= 100.0),
+    );
+    row(
+        "common literal (cap 1000) p95, ms",
+        p("common_p95_ms"),
+        e("common_p95_ms"),
+        rg_ms[1],
+        "<= 150",
+        Some(p("common_p95_ms") <= 150.0),
+    );
+    row(
+        "selective regex p50, ms",
+        p("regex_p50_ms"),
+        e("regex_p50_ms"),
+        n,
+        "",
+        None,
+    );
+    row(
+        "selective regex p95, ms",
+        p("regex_p95_ms"),
+        e("regex_p95_ms"),
+        n,
+        "",
+        None,
+    );
+    row(
+        "apply 1000 changed files, ms",
+        p("apply_1000_ms"),
+        e("apply_1000_ms"),
+        n,
+        "<= 1000",
+        Some(p("apply_1000_ms") <= 1000.0),
+    );
+    row(
+        "apply 1000 unchanged files, ms",
+        p("apply_1000_unchanged_ms"),
+        e("apply_1000_ms"),
+        n,
+        "",
+        None,
+    );
+    row(
+        "8 clients, rare literal, queries/s",
+        p("clients_qps"),
+        n,
+        n,
+        ">= 50",
+        Some(p("clients_qps") >= 50.0 && p("clients_failures") == 0.0),
+    );
+    row(
+        "8 clients, failures",
+        p("clients_failures"),
+        n,
+        n,
+        "0",
+        Some(p("clients_failures") == 0.0),
+    );
+    row(
+        "queries whose hits differ from rg's",
+        p("rg_differing_queries"),
+        n,
+        n,
+        "0",
+        Some(p("rg_differing_queries") == 0.0 && p("rg_checked_queries") > 0.0),
+    );
+    println!("raw postgres: {}", pg.trim());
+    println!("raw embedded: {}", embedded.trim());
     Ok(())
 }
 

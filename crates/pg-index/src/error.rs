@@ -39,10 +39,10 @@ pub enum PgIndexError {
     ReadOnly,
     /// Reading a file of the worktree failed.
     Io(std::io::Error),
-    /// The query cannot be compiled by the shared matcher.
-    BadQuery,
-    /// The request asks for something the backend does not declare (a regular expression).
-    Unsupported,
+    /// The request is refused before it reaches the server: an option this backend does not
+    /// declare, a bound exceeded, or a regex the shared profile refuses. The guard's error says
+    /// which, with its `ERR_PRISM_INDEX_*` code.
+    Refused(index_contract::IndexError),
 }
 
 impl std::fmt::Display for PgIndexError {
@@ -80,10 +80,7 @@ impl std::fmt::Display for PgIndexError {
             }
             PgIndexError::ReadOnly => f.write_str("the index is read-only: nothing was written"),
             PgIndexError::Io(e) => write!(f, "reading the worktree failed: {e}"),
-            PgIndexError::BadQuery => f.write_str("the query cannot be compiled"),
-            PgIndexError::Unsupported => {
-                f.write_str("the request needs a capability this backend does not declare")
-            }
+            PgIndexError::Refused(e) => write!(f, "the request is refused: {e}"),
         }
     }
 }

@@ -16,12 +16,14 @@
 //!   see the old version or the new one, never a mix. A full build ([`PgIndex::build`]) commits
 //!   `building` first, then writes the whole selection the same way.
 //! - **Search**: one read-only `REPEATABLE READ` transaction reads the repository's status and
-//!   the candidates in the same snapshot. `LIKE` (or `ILIKE`) with the escaped query
-//!   pre-filters the candidates, with the tenant, repository and scope in SQL; rows stream from
+//!   the candidates in the same snapshot. `LIKE` (or `ILIKE`) with the escaped query, or for a
+//!   regex an AND/OR tree of the patterns every match must hold (`plan`), pre-filters the
+//!   candidates, with the tenant, repository and scope in SQL; rows stream from
 //!   a portal in path order and each is verified with the shared ripgrep profile
 //!   (`search_profile`), so a hit is exactly ripgrep's first match in that file. Fetching stops
-//!   at the result cap. A query without three word characters in a row cannot use the trigram
-//!   index: it is answered by a scan bounded by the cap and the deadline, flagged `full_scan`.
+//!   at the result cap. A query without a sure run of three word characters cannot use the
+//!   trigram index: it is answered by a scan bounded by the cap and the deadline, flagged
+//!   `full_scan`.
 //! - **Failures**: errors name a class of failure ([`PgIndexError`]) and never carry server
 //!   text or connection parameters. A connection is reused only after a clean `COMMIT`; one
 //!   dropped mid-operation (an error, a deadline) is closed, so the server rolls back.
@@ -51,6 +53,7 @@
 
 mod content;
 mod error;
+mod plan;
 mod pool;
 mod query;
 mod schema;
@@ -373,11 +376,12 @@ fn literal(s: &str) -> String {
 }
 
 impl RepositoryIndexBackend for PgIndex {
-    /// Fixed strings only; hits come in path order (component by component), so the facade can
-    /// page them.
+    /// Fixed strings and regexes; hits come in path order (component by component), so the
+    /// facade can page them.
     fn capabilities(&self) -> BackendCapabilities {
         BackendCapabilities {
             paging: true,
+            regex: true,
             ..BackendCapabilities::default()
         }
     }

@@ -27,9 +27,10 @@ use crate::write::{Copy, Read, stamp_of};
 use crate::{PgIndex, PgIndexError};
 
 /// The temporary table a write fills before it upserts; dropped at commit.
+// lz4 here too: a compressed value is moved into `files` as it is, not recompressed.
 pub(crate) const CREATE_INCOMING: &str = "CREATE TEMPORARY TABLE incoming (
-     path text NOT NULL, sort_key bytea NOT NULL, content text NOT NULL,
-     raw bytea, prior real NOT NULL, stamp bytea, hash bytea
+     path text NOT NULL, sort_key bytea NOT NULL, content text COMPRESSION lz4 NOT NULL,
+     raw bytea COMPRESSION lz4, prior real NOT NULL, stamp bytea, hash bytea
  ) ON COMMIT DROP";
 
 /// What a push did.

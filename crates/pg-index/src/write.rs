@@ -123,11 +123,43 @@ impl PgIndex {
         let conn = self.begin_write().await?;
         let client = conn.client();
         self.lock_repo(&conn).await?;
-        client.batch_execute(crate::sync::CREATE_INCOMING).await?;
         let (paths, all) = match upserts {
             Upserts::All(p) => (p, true),
             Upserts::Some(p) => (p, false),
         };
+        // A full build of a repository that holds no rows yet (the first, the big one) inserts
+        // straight into `files`, in batches: no temporary copy of the tree, no upsert, nothing
+        // to delete. (Not `COPY`: PostgreSQL refuses `COPY FROM` into a table under row-level
+        // security.) Every other write goes through `incoming`.
+        let fresh = all
+            && client
+                .query_one(
+                    "SELECT NOT EXISTS (SELECT 1 FROM repo_search.files
+                                         WHERE tenant_id = $1 AND repo_id = $2)",
+                    &[t, r],
+                )
+                .await?
+                .get::<_, bool>(0);
+        if fresh {
+            let stats = self.insert_files(&conn, paths).await?;
+            // The trigram index's pending list (fast update: up to 4 MB of entries that every
+            // query reads in full) is merged now, when the writer owns the index, rather than
+            // by the next writer or autovacuum. A bigger pending list was measured worse: the
+            // index grew to the corpus's size and queries read it all.
+            client
+                .execute(
+                    "SELECT gin_clean_pending_list(c.oid) FROM pg_class c
+                      WHERE c.oid = 'repo_search.files_content_trgm'::regclass
+                        AND pg_has_role(c.relowner, 'USAGE')",
+                    &[],
+                )
+                .await?;
+            // Fresh statistics for the search's choice of plan (a role that does not own the
+            // table gets a warning, not an error, and autovacuum analyzes later).
+            client.batch_execute("ANALYZE repo_search.files").await?;
+            return self.finish(conn, stats, under_way, source_revision).await;
+        }
+        client.batch_execute(crate::sync::CREATE_INCOMING).await?;
         let (stats, gone) = self.copy_files(&conn, paths).await?;
         client
             .execute(
@@ -168,6 +200,19 @@ impl PgIndex {
                     .await?;
             }
         }
+        self.finish(conn, stats, under_way, source_revision).await
+    }
+
+    /// Sets the state and the revision, and commits.
+    async fn finish(
+        &self,
+        conn: Conn<'_>,
+        stats: WriteStats,
+        under_way: bool,
+        source_revision: Option<&str>,
+    ) -> Result<WriteStats, PgIndexError> {
+        let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
+        let client = conn.client();
         if under_way {
             client
                 .execute(
@@ -257,6 +302,70 @@ impl PgIndex {
         }
         let hash = Sha256::digest(&bytes).to_vec();
         Read::File(FileRead { bytes, stamp, hash })
+    }
+
+    /// Inserts `paths` into `files`, a batch of about [`INSERT_BATCH_BYTES`] per statement, for
+    /// a repository that holds none of them.
+    async fn insert_files(
+        &self,
+        conn: &Conn<'_>,
+        paths: &[String],
+    ) -> Result<WriteStats, PgIndexError> {
+        let (t, r) = (&self.config.tenant_id, &self.config.repo_id);
+        let statement = conn
+            .client()
+            .prepare(
+                "INSERT INTO repo_search.files
+                     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
+                 SELECT $1, $2, * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bytea[],
+                                              $7::real[], $8::bytea[], $9::bytea[])",
+            )
+            .await?;
+        let mut stats = WriteStats::default();
+        let mut batch = Batch::default();
+        let mut left = paths.iter().peekable();
+        let now = SystemTime::now();
+        while let Some(path) = left.next() {
+            match self.read_file(path, now) {
+                Read::File(file) => {
+                    stats.files += 1;
+                    stats.bytes += file.bytes.len() as u64;
+                    batch.bytes += file.bytes.len();
+                    let stored = content::stored(file.bytes);
+                    batch.paths.push(path.as_str());
+                    batch.keys.push(content::sort_key(path));
+                    batch.contents.push(stored.content);
+                    batch.raws.push(stored.raw);
+                    batch.priors.push(content::prior(path));
+                    batch.stamps.push(file.stamp);
+                    batch.hashes.push(file.hash);
+                }
+                Read::Vanished => stats.vanished += 1,
+                Read::Unreadable => stats.unreadable += 1,
+            }
+            if batch.bytes >= INSERT_BATCH_BYTES
+                || (left.peek().is_none() && !batch.paths.is_empty())
+            {
+                conn.client()
+                    .execute(
+                        &statement,
+                        &[
+                            t,
+                            r,
+                            &batch.paths,
+                            &batch.keys,
+                            &batch.contents,
+                            &batch.raws,
+                            &batch.priors,
+                            &batch.stamps,
+                            &batch.hashes,
+                        ],
+                    )
+                    .await?;
+                batch = Batch::default();
+            }
+        }
+        Ok(stats)
     }
 }
 
@@ -370,4 +479,20 @@ impl Copy {
         self.writer.as_mut().finish().await?;
         Ok(())
     }
+}
+
+/// About how many bytes of files one `INSERT` of a fresh build carries.
+const INSERT_BATCH_BYTES: usize = 8 << 20;
+
+/// The columns of one batch of a fresh build's rows.
+#[derive(Default)]
+struct Batch<'a> {
+    bytes: usize,
+    paths: Vec<&'a str>,
+    keys: Vec<Vec<u8>>,
+    contents: Vec<String>,
+    raws: Vec<Option<Vec<u8>>>,
+    priors: Vec<f32>,
+    stamps: Vec<Option<Vec<u8>>>,
+    hashes: Vec<Vec<u8>>,
 }

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use index_contract::{
-    BoxFuture, IndexState, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+    BoxFuture, ErrorCode, IndexError, IndexState, RepositoryIndexBackend, SearchMode,
+    SearchRequest, UpdateRequest,
 };
 use index_testkit::conformance::{self, Subject};
 use index_testkit::tree::{generated_tree, write};
@@ -69,6 +70,17 @@ const CASES: &[(&str, Case)] = &[
     (
         "two_pushers_of_one_repository_each_leave_exactly_their_selection",
         || Box::pin(two_pushers_of_one_repository_each_leave_exactly_their_selection()),
+    ),
+    ("regexes_are_answered_through_their_trigram_plan", || {
+        Box::pin(regexes_are_answered_through_their_trigram_plan())
+    }),
+    (
+        "a_dense_literal_is_read_in_path_order_up_to_the_cap",
+        || Box::pin(a_dense_literal_is_read_in_path_order_up_to_the_cap()),
+    ),
+    (
+        "search_now_refuses_what_the_backend_does_not_declare",
+        || Box::pin(search_now_refuses_what_the_backend_does_not_declare()),
     ),
 ];
 
@@ -845,4 +857,122 @@ async fn two_pushers_of_one_repository_each_leave_exactly_their_selection() {
     let fourth = p1.sync("h", true).await.unwrap();
     assert_eq!(fourth.uploaded, 1, "{fourth:?}");
     assert_eq!(paths(&p1).await, ["a.txt", "shared.txt"]);
+}
+
+/// A regex is pre-filtered by the `LIKE` patterns every match must hold, not scanned; one
+/// without a sure trigram is the bounded scan. Either way the hits are the verified first
+/// matches, whatever PostgreSQL's own regex dialect would say.
+async fn regexes_are_answered_through_their_trigram_plan() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    write(root, "a/kvm.c", b"int x;\nkvm_set_msr_read(v);\n");
+    write(root, "a/xen.c", b"xen_get_msr_write(v);\n");
+    write(root, "b/other.c", b"kvm_msr_read(v);\nxen_x_msr_flush();\n");
+    write(root, "b/upper.c", b"KVM_SET_MSR_READ\n");
+    // A class PostgreSQL reads differently: `\d` is ASCII digits there, Unicode digits here.
+    write(root, "c/digits.txt", b"port \xd9\xa3\xd9\xa4 open\n");
+    let index = open(root, "regex", "r").await;
+    index.build("rev-1").await.expect("build");
+    let check =
+        |query: &'static str, ci: bool, full_scan: bool, expected: &'static [(&str, u64)]| {
+            let index = &index;
+            async move {
+                let mut r = request(query, ci, None);
+                r.regex = true;
+                let found = index.search_now(&r).await.expect("search");
+                let got: Vec<(String, u64)> =
+                    found.hits.into_iter().map(|h| (h.path, h.line)).collect();
+                let expected: Vec<(String, u64)> = expected
+                    .iter()
+                    .map(|(p, l)| ((*p).to_owned(), *l))
+                    .collect();
+                assert_eq!(got, expected, "{query:?} ci={ci}");
+                assert_eq!(found.full_scan, full_scan, "{query:?} ci={ci}: full_scan");
+            }
+        };
+    check(
+        r"(kvm|xen)_[a-z]+_msr_(read|write)",
+        false,
+        false,
+        &[("a/kvm.c", 2), ("a/xen.c", 1)],
+    )
+    .await;
+    check(
+        r"(kvm|xen)_[a-z]+_msr_(read|write)",
+        true,
+        false,
+        &[("a/kvm.c", 2), ("a/xen.c", 1), ("b/upper.c", 1)],
+    )
+    .await;
+    check(r"port \d+ open", false, false, &[("c/digits.txt", 1)]).await;
+    check(
+        r"\w+_msr_\w+",
+        false,
+        false,
+        &[("a/kvm.c", 2), ("a/xen.c", 1), ("b/other.c", 1)],
+    )
+    .await;
+    check(
+        r"[a-z]\(v\)",
+        false,
+        true,
+        &[("a/kvm.c", 2), ("a/xen.c", 1), ("b/other.c", 1)],
+    )
+    .await;
+}
+
+/// A literal in most files is read in path order and stops at the cap, instead of rechecking
+/// every candidate; a rare one goes through the trigram index. Both give the first hits in path
+/// order.
+async fn a_dense_literal_is_read_in_path_order_up_to_the_cap() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    for i in 0..400 {
+        let body = if i == 333 {
+            "static int rare_needle_here;\n".to_owned()
+        } else {
+            format!("static int value_{i};\n")
+        };
+        write(root, &format!("d{}/f{i:03}.c", i % 7), body.as_bytes());
+    }
+    let index = open(root, "dense", "r").await;
+    index.build("rev-1").await.expect("build");
+    let mut all = request("static int", false, None);
+    let found = index.search_now(&all).await.expect("search");
+    assert_eq!(found.hits.len(), 400);
+    let first: Vec<String> = found.hits.iter().take(10).map(|h| h.path.clone()).collect();
+    all.max_results = Some(10);
+    let capped = index.search_now(&all).await.expect("capped search");
+    assert!(!capped.complete, "more hits follow the cap");
+    assert!(!capped.full_scan);
+    let got: Vec<String> = capped.hits.into_iter().map(|h| h.path).collect();
+    assert_eq!(got, first);
+    let rare = hits(&index, "rare_needle_here", false, None).await;
+    assert_eq!(rare, [("d4/f333.c".to_owned(), 1, 12)]);
+}
+
+/// `search_now` is public: it refuses an undeclared option and a regex the shared profile
+/// refuses itself, with the guard's error, as the facade would.
+async fn search_now_refuses_what_the_backend_does_not_declare() {
+    let tree = tempfile::tempdir().unwrap();
+    write(tree.path(), "a.txt", b"fn main\n");
+    let index = open(tree.path(), "refuse", "r").await;
+    index.build("rev-1").await.expect("build");
+    let mut context = request("main", false, None);
+    context.context.after = 1;
+    let mut bad_regex = request("fn (", false, None);
+    bad_regex.regex = true;
+    for (what, r, regex) in [("context", context, false), ("bad regex", bad_regex, true)] {
+        match index.search_now(&r).await {
+            Err(PgIndexError::Refused(e)) => {
+                assert_eq!(e.code(), ErrorCode::Unsupported, "{what}");
+                assert_eq!(
+                    matches!(e, IndexError::InvalidRegex { .. }),
+                    regex,
+                    "{what}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
 }

@@ -46,6 +46,8 @@ pub(crate) enum Failure {
     ServerRunning,
     /// A line sent to `repo-search serve` is not a request.
     ServeRequest,
+    /// `semantic` was asked for, and no static model is installed where the host looks.
+    ModelMissing,
 }
 
 impl Failure {
@@ -56,7 +58,8 @@ impl Failure {
             | Failure::NotAWorktree
             | Failure::Usage
             | Failure::ServerRunning
-            | Failure::ServeRequest => ErrorCode::Unsupported,
+            | Failure::ServeRequest
+            | Failure::ModelMissing => ErrorCode::Unsupported,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
             Failure::IndexDirUnusable
             | Failure::IndexUnopenable
@@ -98,6 +101,7 @@ impl Failure {
             Failure::ServeRequest => {
                 "the request is not one line of JSON with an `arguments` object, under 1 MiB"
             }
+            Failure::ModelMissing => "mode `semantic` needs its model, which is not installed",
         };
         fixed.to_owned()
     }
@@ -129,6 +133,12 @@ impl Failure {
                 "use the running server (`repo-search search` asks it), or stop it first"
             }
             Failure::ServeRequest => "send `{\"arguments\": {…}}` and a newline per request",
+            Failure::ModelMissing => {
+                "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
+                 and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
+                 --model-dir, or set REPO_SEARCH_MODEL_DIR to it, or copy it to \
+                 ~/.cache/repo-search/models/all-minilm-l6-v2"
+            }
         }
     }
 

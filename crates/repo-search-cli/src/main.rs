@@ -15,6 +15,7 @@ mod failure;
 mod git;
 mod host;
 mod mcp;
+mod semantic;
 mod serve;
 mod stdio;
 mod watch;
@@ -69,6 +70,11 @@ struct Location {
     /// Where the index lives (default: this worktree's git directory). Never inside the worktree.
     #[arg(long)]
     index_dir: Option<PathBuf>,
+    /// The semantic mode's model: a directory holding `static-256.bin` (built by `cargo xtask
+    /// model static`). Default: $REPO_SEARCH_MODEL_DIR, else
+    /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
 }
 
 /// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
@@ -162,8 +168,8 @@ enum Command {
         #[command(flatten)]
         location: Location,
         /// `indexed_literal` (default): ranked, one hit per file, from the always-fresh index.
-        /// `literal`: every matching line, scanned now. `semantic` needs a semantic backend,
-        /// which this build does not have.
+        /// `literal`: every matching line, scanned now. `semantic`: files ranked by how well they
+        /// match a description, when the model is installed (see --model-dir).
         #[arg(long, value_enum, default_value = "indexed_literal")]
         mode: Mode,
         /// Search only this repo-relative directory or file.
@@ -232,6 +238,20 @@ fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, 
         &location.root,
         location.index_dir.as_deref(),
         modes,
+    )?)
+}
+
+/// Opens the host for a command that serves `semantic` too when the model is installed.
+fn open_host_with_model(
+    location: &Location,
+    modes: host::HostModes,
+) -> Result<host::Host, Failure> {
+    let model = semantic::find_model(location.model_dir.as_deref());
+    Ok(host::Host::open_with_model(
+        &location.root,
+        location.index_dir.as_deref(),
+        modes,
+        model.as_deref(),
     )?)
 }
 
@@ -337,7 +357,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Index { location } => {
-            let host = open_host(&location, host::HostModes::Indexed)?;
+            let host = open_host_with_model(&location, host::HostModes::Indexed)?;
             let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
             Ok(ExitCode::SUCCESS)
@@ -373,12 +393,12 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = open_host(&location, host::HostModes::Watching)?;
+            let host = open_host_with_model(&location, host::HostModes::Watching)?;
             mcp::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { location } => {
-            let host = open_host(&location, host::HostModes::Watching)?;
+            let host = open_host_with_model(&location, host::HostModes::Watching)?;
             serve::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -411,6 +431,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let mut searcher = Searcher {
                 location: &location,
                 indexed,
+                semantic: mode.search_mode() == SearchMode::Semantic,
                 no_server,
                 host: None,
                 refreshed: false,
@@ -501,6 +522,8 @@ const PAGE_SIZE: u64 = index_contract::limits::DEFAULT_MAX_RESULTS as u64;
 struct Searcher<'a> {
     location: &'a Location,
     indexed: bool,
+    /// A `semantic` query: answered here, on a host with the model, never through a server.
+    semantic: bool,
     no_server: bool,
     host: Option<host::Host>,
     /// An earlier page refreshed the index (see [`Refresh::Done`]).
@@ -522,6 +545,13 @@ impl Searcher<'_> {
             .await
         {
             return served;
+        }
+        if self.semantic && self.host.is_none() {
+            let host = open_host_with_model(self.location, host::HostModes::Indexed)?;
+            if !host.serves_semantic() {
+                return Err(Failure::ModelMissing);
+            }
+            self.host = Some(host);
         }
         if self.host.is_none() {
             // Only an index query opens the index directory: literal mode never touches it.

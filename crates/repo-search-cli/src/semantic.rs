@@ -263,3 +263,100 @@ impl RepositoryIndexBackend for CompositeBackend {
         self.index.dispose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use index_contract::{ErrorCode, RepositoryOperations};
+    use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
+
+    /// The model `cargo xtask tools` and `cargo xtask model static` install for the tests.
+    fn model_dir() -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/tools/models/all-minilm-l6-v2");
+        assert!(
+            holds_model(&dir),
+            "no static model in {}: run `cargo xtask tools` then `cargo xtask model static`",
+            dir.display()
+        );
+        dir
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_behind_the_trigram_index_is_refused_as_stale_then_caught_up() {
+        let repo = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        write(
+            repo.path(),
+            "src/net.py",
+            "def open_socket(host):\n    \"\"\"Connect to the server over the network.\"\"\"\n",
+        );
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def sort_numbers(items):\n    \"\"\"Order the numbers from small to large.\"\"\"\n",
+        );
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+        engine.catch_up(&index, None).unwrap();
+        let backend = Arc::new(CompositeBackend {
+            index: index.clone(),
+            semantic: engine.clone(),
+        });
+        let config = IndexedOperationsConfig {
+            allowed_modes: vec![
+                SearchMode::Literal,
+                SearchMode::IndexedLiteral,
+                SearchMode::Semantic,
+            ],
+            ..IndexedOperationsConfig::default()
+        };
+        let fallback = Arc::new(literal_search::LiteralSearch::new(repo.path()).unwrap());
+        let ops = IndexedRepositoryOperations::new(repo.path(), backend, fallback, config).unwrap();
+        let ask = |q: &str| ops.search(SearchRequest::new(q, SearchMode::Semantic));
+        let found = ask("connect to a remote server").await.unwrap();
+        assert_eq!(found.hits[0].path, "src/net.py");
+
+        // The trigram index commits an edit; the process dies before the store catches up.
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def parse_config(text):\n    \"\"\"Read the settings file into a dictionary.\"\"\"\n",
+        );
+        let r = index.refresh("head", None).unwrap();
+        let before = found
+            .indexed
+            .as_ref()
+            .and_then(|p| p.source_revision.clone());
+        assert_ne!(Some(r.revision), before);
+        let refused = ask("read the settings").await.unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::Stale);
+        // The trigram index itself serves on.
+        let literal = ops
+            .search(SearchRequest::new(
+                "parse_config",
+                SearchMode::IndexedLiteral,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(literal.hits[0].path, "src/sort.py");
+
+        // The next refresh catches the store up, though the trigram index finds nothing new.
+        let again = index.refresh("head", None).unwrap();
+        let stats = engine.catch_up(&index, None).unwrap();
+        assert!(stats.files_read >= 1 && !stats.rebuilt, "{stats:?}");
+        let served = ask("read the settings").await.unwrap();
+        assert_eq!(served.hits[0].path, "src/sort.py");
+        assert_eq!(
+            served.indexed.and_then(|p| p.source_revision),
+            Some(again.revision)
+        );
+    }
+}

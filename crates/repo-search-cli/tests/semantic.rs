@@ -86,7 +86,7 @@ fn search_mode_semantic_finds_a_function_by_a_description() {
     let model = model_dir();
     for (query, want) in [
         ("order a list of numbers", "src/sort.py"),
-        ("read the configuration file", "src/config.py"),
+        ("load the settings stored as json", "src/config.py"),
         ("checksum of a file's contents", "src/hash.py"),
     ] {
         let (code, result, stderr) = semantic_search(dir.path(), Some(&model), query);

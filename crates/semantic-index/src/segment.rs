@@ -76,7 +76,6 @@ pub(crate) struct ChunkRow<'a> {
     pub(crate) snippet_line: u32,
     pub(crate) snippet: &'a str,
     pub(crate) length: u32,
-    pub(crate) hash: [u8; 32],
 }
 
 /// Serialises `files` as a segment of `dim`-wide vectors.
@@ -299,15 +298,28 @@ impl Segment {
 
     pub(crate) fn chunk(&self, i: u32) -> ChunkRow<'_> {
         let r = self.at[1] + i as usize * CHUNK_ROW;
-        let mut hash = [0u8; 32];
-        hash.copy_from_slice(&self.map[r + 32..r + 64]);
         ChunkRow {
             file: self.u32_at(r),
             snippet_line: self.u32_at(r + 12),
             snippet: self.string(self.u32_at(r + 16), self.u32_at(r + 20)),
             length: self.u32_at(r + 24),
-            hash,
         }
+    }
+
+    /// The file a chunk belongs to (the hot path of a query: no copy of the row).
+    pub(crate) fn chunk_file(&self, i: u32) -> u32 {
+        self.u32_at(self.at[1] + i as usize * CHUNK_ROW)
+    }
+
+    /// A chunk's BM25 length.
+    pub(crate) fn chunk_length(&self, i: u32) -> u32 {
+        self.u32_at(self.at[1] + i as usize * CHUNK_ROW + 24)
+    }
+
+    /// A chunk's content hash.
+    pub(crate) fn chunk_hash(&self, i: u32) -> &[u8] {
+        let r = self.at[1] + i as usize * CHUNK_ROW;
+        &self.map[r + 32..r + 64]
     }
 
     /// The whole int8 matrix, row-major.

@@ -413,7 +413,7 @@ impl Store {
         }
         upserts.extend(extra.iter());
         if !upserts.is_empty() {
-            let known = self.vectors_by_hash();
+            let known = self.vectors_by_hash(&chunk_hashes(&upserts, read));
             let embedded = AtomicUsize::new(0);
             let data = prepare(statics, &self.idf, &upserts, read, &known, &embedded);
             stats.files_read = upserts.len() - extra.len();
@@ -440,12 +440,17 @@ impl Store {
         Ok(stats)
     }
 
-    /// Every chunk's vector, by content hash.
-    fn vectors_by_hash(&self) -> HashMap<[u8; 32], (Arc<Segment>, u32)> {
+    /// Where the store holds a chunk of each content hash in `wanted`.
+    fn vectors_by_hash(
+        &self,
+        wanted: &HashSet<[u8; 32]>,
+    ) -> HashMap<[u8; 32], (Arc<Segment>, u32)> {
         let mut known = HashMap::new();
         for seg in &self.segments {
             for c in 0..seg.n_chunks {
-                known.insert(seg.chunk(c).hash, (seg.clone(), c));
+                if let Some(h) = wanted.get(seg.chunk_hash(c)) {
+                    known.insert(*h, (seg.clone(), c));
+                }
             }
         }
         known
@@ -473,7 +478,7 @@ impl Store {
         let mut defs: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
         let mut names: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
         let live_chunk =
-            |si: usize, seg: &Segment, c: u32| !self.deleted[si][seg.chunk(c).file as usize];
+            |si: usize, seg: &Segment, c: u32| !self.deleted[si][seg.chunk_file(c) as usize];
         for t in &terms {
             let per_seg: Vec<Vec<(u32, u32)>> = self
                 .segments
@@ -491,7 +496,7 @@ impl Store {
                 let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
                 for (si, list) in per_seg.into_iter().enumerate() {
                     for (c, tf) in list {
-                        let len = self.segments[si].chunk(c).length as f32;
+                        let len = self.segments[si].chunk_length(c) as f32;
                         *bm25[si].entry(c).or_default() +=
                             crate::bm25::term_score(idf, tf as f32, len, self.avg_length);
                     }
@@ -723,6 +728,23 @@ fn prepare(
     });
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, f)| f).collect()
+}
+
+/// The content hashes of the chunks of `files` as they read now: a first, cheap pass over an
+/// update, so that the store is searched for those hashes only.
+fn chunk_hashes(
+    files: &[&SourceFile],
+    read: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> HashSet<[u8; 32]> {
+    files
+        .iter()
+        .filter_map(|f| {
+            read(&f.path)
+                .filter(|t| t.len() <= MAX_FILE_BYTES)
+                .map(|t| (f, t))
+        })
+        .flat_map(|(f, t)| chunk_file(&f.path, &t).into_iter().map(|c| c.hash))
+        .collect()
 }
 
 /// A file's chunks with their terms, snippets and vectors (`vector` gives a chunk's).

@@ -366,17 +366,17 @@ impl Host {
             return Ok(index.refresh(head, Some(deadline))?);
         };
         let report = match w.changes(COOKIE_TIMEOUT) {
-            Plan::Paths(paths) => index.refresh_paths(&head, &paths, Some(deadline)),
+            Plan::Paths(paths) => index.refresh_paths(head, &paths, Some(deadline)),
             // No directory changed: the watches stay, and the directory cache spares the walk.
-            Plan::Stamps => index.refresh(&head, Some(deadline)),
+            Plan::Stamps => index.refresh(head, Some(deadline)),
             Plan::Full => {
                 // Watch first, then walk: a write after the watch is an event, a write
                 // before it is seen by the walk. A directory created in between is caught by
                 // comparing the directories again, and walked by the next query.
-                let selection = search_profile::Selection::new(&root);
+                let selection = search_profile::Selection::new(root);
                 let dirs = selection.directories();
                 w.track(&dirs);
-                let report = index.refresh(&head, Some(deadline));
+                let report = index.refresh(head, Some(deadline));
                 let again = selection.directories();
                 if again != dirs {
                     w.track(&again);

@@ -388,8 +388,7 @@ impl Store {
             .filter(|&si| self.segments[si].n_chunks < SMALL_SEGMENT)
             .collect();
         let mut merged: HashSet<usize> = HashSet::new();
-        let extra: Vec<SourceFile>;
-        if small.len() >= MAX_SMALL_SEGMENTS && !upserts.is_empty() {
+        let extra: Vec<SourceFile> = if small.len() >= MAX_SMALL_SEGMENTS && !upserts.is_empty() {
             let by_path: HashMap<&str, &SourceFile> =
                 files.iter().map(|f| (f.path.as_str(), f)).collect();
             let pending: HashSet<&str> = upserts.iter().map(|f| f.path.as_str()).collect();
@@ -407,10 +406,10 @@ impl Store {
                     }
                 }
             }
-            extra = more;
+            more
         } else {
-            extra = Vec::new();
-        }
+            Vec::new()
+        };
         upserts.extend(extra.iter());
         if !upserts.is_empty() {
             let known = self.vectors_by_hash(&chunk_hashes(&upserts, read));

@@ -473,7 +473,13 @@ impl Store {
         let n = self.live_chunks.max(1) as f32;
         // Per segment, per chunk: the BM25 score and the definition matches; per file: name
         // matches.
-        let mut bm25: Vec<HashMap<u32, f32>> = vec![HashMap::new(); self.segments.len()];
+        let per_chunk = |v| -> Vec<Vec<_>> {
+            self.segments
+                .iter()
+                .map(|s| vec![v; s.n_chunks as usize])
+                .collect()
+        };
+        let mut bm25: Vec<Vec<f32>> = per_chunk(0.0);
         let mut defs: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
         let mut names: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
         let live_chunk =
@@ -496,7 +502,7 @@ impl Store {
                 for (si, list) in per_seg.into_iter().enumerate() {
                     for (c, tf) in list {
                         let len = self.segments[si].chunk_length(c) as f32;
-                        *bm25[si].entry(c).or_default() +=
+                        bm25[si][c as usize] +=
                             crate::bm25::term_score(idf, tf as f32, len, self.avg_length);
                     }
                 }
@@ -510,19 +516,28 @@ impl Store {
                 }
             }
         }
-        let top_bm25 = bm25
-            .iter()
-            .flat_map(|m| m.values())
-            .copied()
-            .fold(0.0f32, f32::max);
+        let top_bm25 = bm25.iter().flatten().copied().fold(0.0f32, f32::max);
         let qv = query_vector(statics, &self.idf, self.live_chunks, query);
         let (q, qscale) = quantize(&qv);
         // The cosine of every live chunk: a brute-force scan of the int8 matrices.
-        let cosines: Vec<Vec<f32>> = self
-            .segments
-            .iter()
-            .map(|seg| scan(seg.dense(), seg.dim, &q, qscale, |c| seg.scale(c)))
-            .collect();
+        // One thread per segment, at most as many at once as there are cores.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut cosines: Vec<Vec<f32>> = Vec::with_capacity(self.segments.len());
+        for group in self.segments.chunks(threads.max(1)) {
+            let q = &q;
+            cosines.extend(std::thread::scope(|s| {
+                let running: Vec<_> = group
+                    .iter()
+                    .map(|seg| {
+                        s.spawn(move || scan(seg.dense(), seg.dim, q, qscale, |c| seg.scale(c)))
+                    })
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|r| r.join().unwrap_or_default())
+                    .collect::<Vec<_>>()
+            }));
+        }
         let cos_top = cosines
             .iter()
             .enumerate()
@@ -555,7 +570,7 @@ impl Store {
                 let mut top: Option<(f32, u32)> = None;
                 for c in row.first_chunk..row.first_chunk + row.chunks {
                     let lexical = if top_bm25 > 0.0 {
-                        bm25[si].get(&c).copied().unwrap_or(0.0) / top_bm25
+                        bm25[si][c as usize] / top_bm25
                     } else {
                         0.0
                     };

@@ -340,12 +340,14 @@ impl Store {
             let base = s.manifest.idf_chunks as usize + 1000;
             s.live_chunks > 2 * base || 2 * (s.live_chunks + 1000) < base
         });
-        let stats = match current.filter(|_| !grown) {
+        let current = current.filter(|_| !grown);
+        let stats = match &current {
             Some(s) => s.update(statics, revision, files, read)?,
             None => build(dir, statics, model, revision, files, read)?,
         };
         collect_garbage(dir);
-        let store = Self::open(dir)?.ok_or(StoreError::Corrupt)?;
+        // The segments this commit kept are already mapped and checked: only the new one is.
+        let store = Self::open_reusing(dir, current.as_ref())?.ok_or(StoreError::Corrupt)?;
         Ok((store, stats))
     }
 

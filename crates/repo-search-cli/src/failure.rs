@@ -59,6 +59,8 @@ pub(crate) enum Failure {
     BackendReadOnly,
     /// `repo-search serve` keeps an embedded index; it does not take `--backend`.
     BackendNotServed,
+    /// `semantic` was asked for, and no static model is installed where the host looks.
+    ModelMissing,
 }
 
 impl Failure {
@@ -72,7 +74,8 @@ impl Failure {
             | Failure::ServeRequest
             | Failure::BackendUnusable
             | Failure::BackendReadOnly
-            | Failure::BackendNotServed => ErrorCode::Unsupported,
+            | Failure::BackendNotServed
+            | Failure::ModelMissing => ErrorCode::Unsupported,
             Failure::BackendUnreachable | Failure::BackendFailed => ErrorCode::Failed,
             Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
@@ -129,6 +132,7 @@ impl Failure {
             Failure::BackendFailed => "the shared index failed; nothing was written",
             Failure::BackendReadOnly => "--read-only: this command would write to the shared index",
             Failure::BackendNotServed => "`repo-search serve` does not take --backend",
+            Failure::ModelMissing => "mode `semantic` needs its model, which is not installed",
         };
         fixed.to_owned()
     }
@@ -172,6 +176,12 @@ impl Failure {
             }
             Failure::BackendReadOnly => "leave out --read-only to push, or only query",
             Failure::BackendNotServed => "use `repo-search mcp --backend …` for a long-lived host",
+            Failure::ModelMissing => {
+                "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
+                 and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
+                 --model-dir, or set REPO_SEARCH_MODEL_DIR to it, or copy it to \
+                 ~/.cache/repo-search/models/all-minilm-l6-v2"
+            }
         }
     }
 

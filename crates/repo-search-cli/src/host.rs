@@ -16,6 +16,7 @@ use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, Rep
 use serde::Serialize;
 
 use crate::git::{self, GitError};
+use crate::semantic::{CompositeBackend, SemanticEngine};
 use crate::watch::{Plan, Watcher};
 
 /// Why the host could not serve. Each maps to one fixed `Failure` (code, message, hint): no git,
@@ -82,6 +83,8 @@ pub(crate) struct Host {
     refreshing: Arc<Mutex<()>>,
     /// `Some` on a shared index (`--backend`): it refreshes instead of the embedded index.
     pub(crate) shared: Option<Arc<crate::pg_host::Shared>>,
+    /// `Some` when the host serves `semantic`: every refresh then catches the store up too.
+    semantic: Option<Arc<SemanticEngine>>,
 }
 
 /// How long a watching host waits for its cookie before it walks instead.
@@ -188,6 +191,17 @@ impl Host {
         index_dir: Option<&Path>,
         modes: HostModes,
     ) -> Result<Host, HostError> {
+        Host::open_with_model(dir, index_dir, modes, None)
+    }
+
+    /// [`Host::open`], serving `semantic` too when `model_dir` holds a static model that loads
+    /// (an indexed host only): the store lives in `<index-dir>/semantic`.
+    pub(crate) fn open_with_model(
+        dir: &Path,
+        index_dir: Option<&Path>,
+        modes: HostModes,
+        model_dir: Option<&Path>,
+    ) -> Result<Host, HostError> {
         let (root, git_dir) = worktree_root(dir)?;
         let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| HostError::MissingRoot)?);
         if modes == HostModes::LiteralOnly {
@@ -202,23 +216,36 @@ impl Host {
                 watcher: None,
                 refreshing: Arc::default(),
                 shared: None,
+                semantic: None,
             });
         }
         let index_dir = index_location(&root, &git_dir, index_dir)?;
         let index = Arc::new(
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
         );
+        let semantic = model_dir
+            .and_then(|m| SemanticEngine::open(m, &index_dir))
+            .map(Arc::new);
+        let mut modes_served = vec![SearchMode::Literal, SearchMode::IndexedLiteral];
+        let backend: Arc<dyn index_contract::RepositoryIndexBackend> = match &semantic {
+            Some(engine) => {
+                modes_served.push(SearchMode::Semantic);
+                Arc::new(CompositeBackend {
+                    index: index.clone(),
+                    semantic: engine.clone(),
+                })
+            }
+            None => index.clone(),
+        };
+        let config = IndexedOperationsConfig {
+            allowed_modes: modes_served.clone(),
+            ..IndexedOperationsConfig::default()
+        };
         let ops = Arc::new(
-            IndexedRepositoryOperations::new(
-                &root,
-                index.clone(),
-                fallback,
-                IndexedOperationsConfig::default(),
-            )
-            .map_err(|_| HostError::IndexFailed)?,
+            IndexedRepositoryOperations::new(&root, backend, fallback, config)
+                .map_err(|_| HostError::IndexFailed)?,
         );
-        let tool = RepoSearchTool::new(ops, &[SearchMode::Literal, SearchMode::IndexedLiteral])
-            .map_err(|_| HostError::IndexFailed)?;
+        let tool = RepoSearchTool::new(ops, &modes_served).map_err(|_| HostError::IndexFailed)?;
         let watcher = (modes == HostModes::Watching)
             .then(|| Watcher::start(&root, &git_dir, &index_dir))
             .flatten()
@@ -232,6 +259,7 @@ impl Host {
             watcher,
             refreshing: Arc::default(),
             shared: None,
+            semantic,
         })
     }
 
@@ -250,7 +278,13 @@ impl Host {
             watcher: None,
             refreshing: Arc::default(),
             shared: Some(shared),
+            semantic: None,
         }
+    }
+
+    /// Whether this host serves `semantic`.
+    pub(crate) fn serves_semantic(&self) -> bool {
+        self.semantic.is_some()
     }
 
     /// The commit HEAD names, or `unborn`.
@@ -290,6 +324,11 @@ impl Host {
         }
         // Attest the regular `<head>+g<generation>` revision right away.
         let r = index.refresh(&head, None)?;
+        if let Some(engine) = &self.semantic {
+            engine
+                .catch_up(index, None)
+                .map_err(|_| HostError::IndexFailed)?;
+        }
         Ok(Refresh {
             kind: "build",
             upserts: stats.files,
@@ -307,37 +346,29 @@ impl Host {
         let head = self.head();
         let watcher = self.watcher.clone();
         let refreshing = self.refreshing.clone();
+        let semantic = self.semantic.clone();
         let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
         let report = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(w) = watcher else {
-                return index.refresh(&head, Some(deadline));
-            };
-            let report = match w.changes(COOKIE_TIMEOUT) {
-                Plan::Paths(paths) => index.refresh_paths(&head, &paths, Some(deadline)),
-                // No directory changed: the watches stay, and the directory cache spares the walk.
-                Plan::Stamps => index.refresh(&head, Some(deadline)),
-                Plan::Full => {
-                    // Watch first, then walk: a write after the watch is an event, a write
-                    // before it is seen by the walk. A directory created in between is caught by
-                    // comparing the directories again, and walked by the next query.
-                    let selection = search_profile::Selection::new(&root);
-                    let dirs = selection.directories();
-                    w.track(&dirs);
-                    let report = index.refresh(&head, Some(deadline));
-                    let again = selection.directories();
-                    if again != dirs {
-                        w.track(&again);
-                        w.invalidate();
-                    }
-                    report
+            let report = Host::refresh_index(&index, &root, &head, watcher.clone(), deadline)?;
+            // One refresh covers both: the store catches up to what the index committed, even
+            // when the index found nothing changed (the store may lag after a crash). A first
+            // build of the store is not held to the query deadline.
+            if let Some(engine) = semantic {
+                let failed = |e| match e {
+                    semantic_index::StoreError::Busy => HostError::Busy,
+                    _ => HostError::IndexFailed,
+                };
+                let stats = engine.catch_up(&index, None).map_err(failed)?;
+                if stats != semantic_index::CatchUp::default() {
+                    // A long catch-up (a first build takes minutes) outlives the freshness window
+                    // the index's refresh opened: look at the worktree again, and catch up again.
+                    let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
+                    Host::refresh_index(&index, &root, &head, watcher, deadline)?;
+                    engine.catch_up(&index, None).map_err(failed)?;
                 }
-            };
-            if report.is_err() {
-                // The changes this query took are not committed: the next one walks.
-                w.invalidate();
             }
-            report
+            Ok::<_, HostError>(report)
         })
         .await
         .map_err(|_| HostError::IndexFailed)??;
@@ -352,5 +383,43 @@ impl Host {
             removals: report.removals,
             revision: report.revision,
         })
+    }
+
+    /// The embedded index's part of [`Host::refresh`], on the calling (blocking) thread.
+    fn refresh_index(
+        index: &EmbeddedIndex,
+        root: &Path,
+        head: &str,
+        watcher: Option<Arc<Watcher>>,
+        deadline: Instant,
+    ) -> Result<embedded_index::RefreshReport, HostError> {
+        let Some(w) = watcher else {
+            return Ok(index.refresh(head, Some(deadline))?);
+        };
+        let report = match w.changes(COOKIE_TIMEOUT) {
+            Plan::Paths(paths) => index.refresh_paths(head, &paths, Some(deadline)),
+            // No directory changed: the watches stay, and the directory cache spares the walk.
+            Plan::Stamps => index.refresh(head, Some(deadline)),
+            Plan::Full => {
+                // Watch first, then walk: a write after the watch is an event, a write
+                // before it is seen by the walk. A directory created in between is caught by
+                // comparing the directories again, and walked by the next query.
+                let selection = search_profile::Selection::new(root);
+                let dirs = selection.directories();
+                w.track(&dirs);
+                let report = index.refresh(head, Some(deadline));
+                let again = selection.directories();
+                if again != dirs {
+                    w.track(&again);
+                    w.invalidate();
+                }
+                report
+            }
+        };
+        if report.is_err() {
+            // The changes this query took are not committed: the next one walks.
+            w.invalidate();
+        }
+        Ok(report?)
     }
 }

@@ -19,6 +19,7 @@ mod git;
 mod host;
 mod mcp;
 mod pg_host;
+mod semantic;
 mod serve;
 mod stdio;
 mod watch;
@@ -75,6 +76,11 @@ struct Location {
     index_dir: Option<PathBuf>,
     #[command(flatten)]
     shared: pg_host::SharedArgs,
+    /// The semantic mode's model: a directory holding `static-256.bin` (built by `cargo xtask
+    /// model static`). Default: $REPO_SEARCH_MODEL_DIR, else
+    /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
 }
 
 /// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
@@ -168,8 +174,8 @@ enum Command {
         #[command(flatten)]
         location: Location,
         /// `indexed_literal` (default): ranked, one hit per file, from the always-fresh index.
-        /// `literal`: every matching line, scanned now. `semantic` needs a semantic backend,
-        /// which this build does not have.
+        /// `literal`: every matching line, scanned now. `semantic`: files ranked by how well they
+        /// match a description, when the model is installed (see --model-dir).
         #[arg(long, value_enum, default_value = "indexed_literal")]
         mode: Mode,
         /// Search only this repo-relative directory or file.
@@ -244,6 +250,26 @@ async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::
         &location.root,
         location.index_dir.as_deref(),
         modes,
+    )?)
+}
+
+/// Opens the host for a command that serves `semantic` too when the model is installed (on the
+/// embedded index; a shared index serves no `semantic` in this slice).
+async fn open_host_with_model(
+    location: &Location,
+    modes: host::HostModes,
+) -> Result<host::Host, Failure> {
+    if modes != host::HostModes::LiteralOnly
+        && let Some(backend) = location.shared.backend()?
+    {
+        return pg_host::open(&location.root, backend).await;
+    }
+    let model = semantic::find_model(location.model_dir.as_deref());
+    Ok(host::Host::open_with_model(
+        &location.root,
+        location.index_dir.as_deref(),
+        modes,
+        model.as_deref(),
     )?)
 }
 
@@ -356,7 +382,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 pg_host::index(&location.root, backend).await?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let host = open_host(&location, host::HostModes::Indexed).await?;
+            let host = open_host_with_model(&location, host::HostModes::Indexed).await?;
             let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
             Ok(ExitCode::SUCCESS)
@@ -396,7 +422,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = open_host(&location, host::HostModes::Watching).await?;
+            let host = open_host_with_model(&location, host::HostModes::Watching).await?;
             mcp::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -404,7 +430,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             if location.shared.backend()?.is_some() {
                 return Err(Failure::BackendNotServed);
             }
-            let host = open_host(&location, host::HostModes::Watching).await?;
+            let host = open_host_with_model(&location, host::HostModes::Watching).await?;
             serve::serve(host).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -437,6 +463,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let mut searcher = Searcher {
                 location: &location,
                 indexed,
+                semantic: mode.search_mode() == SearchMode::Semantic,
                 no_server,
                 host: None,
                 refreshed: false,
@@ -527,6 +554,8 @@ const PAGE_SIZE: u64 = index_contract::limits::DEFAULT_MAX_RESULTS as u64;
 struct Searcher<'a> {
     location: &'a Location,
     indexed: bool,
+    /// A `semantic` query: answered here, on a host with the model, never through a server.
+    semantic: bool,
     no_server: bool,
     host: Option<host::Host>,
     /// An earlier page refreshed the index (see [`Refresh::Done`]).
@@ -550,6 +579,15 @@ impl Searcher<'_> {
             .await
         {
             return served;
+        }
+        // A shared index serves no `semantic`: its tool refuses the mode itself, which is the
+        // honest answer there, rather than a hint about a model.
+        if self.semantic && self.host.is_none() && self.location.shared.backend()?.is_none() {
+            let host = open_host_with_model(self.location, host::HostModes::Indexed).await?;
+            if !host.serves_semantic() {
+                return Err(Failure::ModelMissing);
+            }
+            self.host = Some(host);
         }
         if self.host.is_none() {
             // Only an index query opens the index directory: literal mode never touches it.

@@ -58,14 +58,17 @@ impl Bm25 {
             let df = postings.len() as f32;
             let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
             for &(chunk, tf) in postings {
-                let tf = tf as f32;
                 let len = self.lengths[chunk as usize] as f32;
-                scores[chunk as usize] +=
-                    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg.max(1.0)));
+                scores[chunk as usize] += term_score(idf, tf as f32, len, avg);
             }
         }
         scores
     }
+}
+
+/// One term's BM25 contribution to a chunk of `len` terms, where chunks average `avg` terms.
+pub(crate) fn term_score(idf: f32, tf: f32, len: f32, avg: f32) -> f32 {
+    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg.max(1.0)))
 }
 
 #[cfg(test)]

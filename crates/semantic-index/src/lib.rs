@@ -23,13 +23,19 @@ mod bm25;
 mod chunk;
 mod model;
 pub mod rank;
+mod segment;
 mod statics;
+mod store;
 mod text;
 
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
 pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel};
+pub use store::{
+    CatchUp, IDF_SAMPLE_FILES, MAX_ANSWER_FILES, MAX_FILE_BYTES, PRIOR_WEIGHT, RELATIVE_FLOOR,
+    SourceFile, Store, StoreError, StoreHit, model_id, version_of,
+};
 pub use text::{identifier_words, sub_tokens};
 
 /// Why a model could not be loaded, built or stored.

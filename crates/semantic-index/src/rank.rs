@@ -243,7 +243,6 @@ impl<'m> SemanticIndex<'m> {
                 terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
             }
         };
-        let total = (w.bm25 + w.dense + w.definition + w.file_name).max(f32::MIN_POSITIVE);
         let cosines: Vec<f32> = (0..self.chunks.len())
             .map(|c| {
                 let row = &self.dense[c * dim..(c + 1) * dim];
@@ -270,13 +269,13 @@ impl<'m> SemanticIndex<'m> {
             let score = match scorer {
                 Scorer::Bm25 => lexical,
                 Scorer::Dense => cosine(),
-                Scorer::Hybrid | Scorer::Rerank => {
-                    (w.bm25 * lexical
-                        + w.dense * cosine()
-                        + w.definition * share(&self.definitions[c])
-                        + w.file_name * share(&self.file_words[doc as usize]))
-                        / total
-                }
+                Scorer::Hybrid | Scorer::Rerank => combine(
+                    &w,
+                    lexical,
+                    cosine(),
+                    share(&self.definitions[c]),
+                    share(&self.file_words[doc as usize]),
+                ),
             };
             let entry = best.entry(doc).or_insert((f32::NEG_INFINITY, c));
             if score > entry.0 {
@@ -391,8 +390,23 @@ impl<'m> SemanticIndex<'m> {
     }
 }
 
+/// The hybrid score of a chunk from its signals, each in `[0, 1]`: the weighted sum divided by the
+/// sum of the weights, so that it lies in `[0, 1]` too. The in-memory index and the persistent
+/// store both score with it.
+pub(crate) fn combine(
+    w: &Weights,
+    lexical: f32,
+    cosine: f32,
+    definition: f32,
+    file_name: f32,
+) -> f32 {
+    let total = (w.bm25 + w.dense + w.definition + w.file_name).max(f32::MIN_POSITIVE);
+    (w.bm25 * lexical + w.dense * cosine + w.definition * definition + w.file_name * file_name)
+        / total
+}
+
 /// A unit vector as int8 with one scale: `v[i] ≈ q[i] · scale`.
-fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
+pub(crate) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
     if max == 0.0 {
         return (vec![0; v.len()], 0.0);

@@ -1,0 +1,362 @@
+//! The semantic backend: the trigram index and the semantic store behind one
+//! [`RepositoryIndexBackend`] that declares `capabilities.semantic`.
+//!
+//! `semantic` requests go to the store (`semantic_index::Store`), every other request to the
+//! embedded index. The store keeps pace with the embedded index: after each of the index's
+//! commits (a host refresh, an `update` or a `remove`), [`SemanticEngine::catch_up`] brings the
+//! store to the index's committed snapshot, reading only the files whose version changed and
+//! embedding only chunks whose content hash is new, and commits the same revision. A store that
+//! lags (a process killed between the two commits) answers with a `stale` status, which the
+//! facade's freshness gate refuses, until the next refresh catches it up.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use embedded_index::EmbeddedIndex;
+use index_contract::{
+    BackendCapabilities, BackendError, BackendHit, BackendSearchResponse, BoxFuture, IndexState,
+    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+    limits::DEFAULT_MAX_RESULTS,
+};
+use index_guard::Scope;
+use search_profile::{PathFilter, RootDir};
+use semantic_index::{SourceFile, StaticModel, Store, rank::Weights};
+
+/// The environment variable naming the model directory when `--model-dir` is not given.
+pub(crate) const MODEL_DIR_ENV: &str = "REPO_SEARCH_MODEL_DIR";
+
+/// The model directory's name under the per-user cache directory.
+const MODEL_NAME: &str = "all-minilm-l6-v2";
+
+/// The files a model directory must hold for the semantic backend: the static model, its
+/// checksum and the tokenizer.
+fn holds_model(dir: &Path) -> bool {
+    [
+        semantic_index::STATIC_FILE.to_owned(),
+        format!("{}.sha256", semantic_index::STATIC_FILE),
+        "tokenizer.json".to_owned(),
+    ]
+    .iter()
+    .all(|f| dir.join(f).is_file())
+}
+
+/// Where the model is: `--model-dir` when given (and nowhere else then), else the
+/// [`MODEL_DIR_ENV`] directory, else `$XDG_CACHE_HOME/repo-search/models/all-minilm-l6-v2` (or
+/// `~/.cache/...`). `None` when the chosen directory does not hold the static model.
+pub(crate) fn find_model(flag: Option<&Path>) -> Option<PathBuf> {
+    let chosen = match flag {
+        Some(d) => d.to_path_buf(),
+        None => match std::env::var_os(MODEL_DIR_ENV).filter(|v| !v.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+                .join("repo-search/models")
+                .join(MODEL_NAME),
+        },
+    };
+    holds_model(&chosen).then_some(chosen)
+}
+
+/// The static model and the store it keeps in `<index-dir>/semantic`.
+pub(crate) struct SemanticEngine {
+    statics: StaticModel,
+    model_id: String,
+    dir: PathBuf,
+    /// The version last loaded or committed by this process.
+    store: RwLock<Option<Arc<Store>>>,
+    weights: Weights,
+}
+
+impl SemanticEngine {
+    /// Loads the static model in `model_dir` (checked against its sha256) for a store in
+    /// `index_dir`. `None` when the model cannot be loaded.
+    pub(crate) fn open(model_dir: &Path, index_dir: &Path) -> Option<SemanticEngine> {
+        let model_id = semantic_index::model_id(model_dir)?;
+        let statics = StaticModel::load(model_dir).ok()?;
+        Some(SemanticEngine {
+            statics,
+            model_id,
+            dir: index_dir.join("semantic"),
+            store: RwLock::new(None),
+            weights: Weights::default(),
+        })
+    }
+
+    /// The committed store, reloaded when another process committed since.
+    fn store(&self) -> Option<Arc<Store>> {
+        let held = self.store.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(s) = held.filter(|s| s.is_current()) {
+            return Some(s);
+        }
+        let loaded = Store::open(&self.dir).ok().flatten().map(Arc::new);
+        *self.store.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
+        loaded
+    }
+
+    /// Brings the store to the embedded index's committed snapshot. Nothing is read when the
+    /// store already attests the index's revision; a snapshot in the middle of an update (no
+    /// revision) is left for the update's second half.
+    pub(crate) fn catch_up(
+        &self,
+        index: &EmbeddedIndex,
+        deadline: Option<Instant>,
+    ) -> Result<semantic_index::CatchUp, semantic_index::StoreError> {
+        let committed = index.committed_files();
+        let Some(revision) = committed.revision.filter(|r| !r.is_empty()) else {
+            return Ok(semantic_index::CatchUp::default());
+        };
+        if self.store().is_some_and(|s| s.revision() == revision) {
+            return Ok(semantic_index::CatchUp::default());
+        }
+        let files: Vec<SourceFile> = committed
+            .files
+            .into_iter()
+            .map(|f| SourceFile {
+                path: f.path,
+                version: f.version,
+                prior: f.prior,
+            })
+            .collect();
+        let root =
+            RootDir::open(index.root()).map_err(|source| semantic_index::StoreError::Io {
+                path: index.root().to_path_buf(),
+                source,
+            })?;
+        let read = |path: &str| read_text(&root, path);
+        let (store, stats) = Store::catch_up(
+            &self.dir,
+            &self.statics,
+            &self.model_id,
+            &revision,
+            &files,
+            &read,
+            deadline,
+        )?;
+        *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+        Ok(stats)
+    }
+
+    /// Answers a `semantic` request from the committed store, with the index's `status` when
+    /// the store attests the same revision, and as `stale` otherwise.
+    fn search(
+        &self,
+        request: &SearchRequest,
+        status: IndexStatus,
+    ) -> Result<BackendSearchResponse, BackendError> {
+        let Some(store) = self.store() else {
+            return Ok(response(IndexStatus::new(IndexState::Empty), Vec::new()));
+        };
+        if status.state == IndexState::Ready
+            && status.source_revision.as_deref() != Some(store.revision())
+        {
+            let lagging = IndexStatus {
+                state: IndexState::Stale,
+                source_revision: Some(store.revision().to_owned()),
+                updated_at: status.updated_at,
+            };
+            return Ok(response(lagging, Vec::new()));
+        }
+        if status.state != IndexState::Ready {
+            return Ok(response(status, Vec::new()));
+        }
+        let scope = Scope::parse(request.path.as_deref())?;
+        let filter = if request.files.narrows() {
+            Some(PathFilter::new(&request.files)?)
+        } else {
+            None
+        };
+        let keep =
+            |path: &str| scope.contains(path) && filter.as_ref().is_none_or(|f| f.matches(path));
+        let limit = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
+        let hits = store
+            .search(&self.statics, &request.query, &self.weights, &keep, limit)
+            .into_iter()
+            .map(|h| BackendHit::new(h.path, h.line, 1, h.snippet, f64::from(h.score)))
+            .collect();
+        Ok(response(status, hits))
+    }
+}
+
+fn response(status: IndexStatus, hits: Vec<BackendHit>) -> BackendSearchResponse {
+    BackendSearchResponse {
+        status,
+        hits,
+        complete: true,
+        skipped: None,
+        full_scan: false,
+    }
+}
+
+/// A file's text for chunking: read beneath the worktree without following symlinks; `None`
+/// for a file that is gone, unreadable, over the store's size cap, or binary (a NUL byte, as
+/// ripgrep decides). Other bytes that are not UTF-8 are replaced.
+fn read_text(root: &RootDir, path: &str) -> Option<String> {
+    use std::io::Read as _;
+    let file = root.open_file(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(semantic_index::MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() > semantic_index::MAX_FILE_BYTES || bytes.contains(&0) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The embedded index and the semantic store as one backend.
+pub(crate) struct CompositeBackend {
+    pub(crate) index: Arc<EmbeddedIndex>,
+    pub(crate) semantic: Arc<SemanticEngine>,
+}
+
+impl CompositeBackend {
+    fn catch_up(&self) -> Result<(), BackendError> {
+        self.semantic.catch_up(&self.index, None)?;
+        Ok(())
+    }
+}
+
+impl RepositoryIndexBackend for CompositeBackend {
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities {
+            semantic: true,
+            ..self.index.capabilities()
+        }
+    }
+
+    /// One update covers both: the embedded index commits, then the store catches up to it.
+    fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.index.update(request).await?;
+            self.catch_up()
+        })
+    }
+
+    fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.index.remove(request).await?;
+            self.catch_up()
+        })
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        if request.mode != SearchMode::Semantic {
+            return self.index.search(request);
+        }
+        Box::pin(async move {
+            let status = self.index.current_status();
+            self.semantic.search(&request, status)
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        self.index.status()
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.index.dispose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use index_contract::{ErrorCode, RepositoryOperations};
+    use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
+
+    /// The model `cargo xtask tools` and `cargo xtask model static` install for the tests.
+    fn model_dir() -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/tools/models/all-minilm-l6-v2");
+        assert!(
+            holds_model(&dir),
+            "no static model in {}: run `cargo xtask tools` then `cargo xtask model static`",
+            dir.display()
+        );
+        dir
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_behind_the_trigram_index_is_refused_as_stale_then_caught_up() {
+        let repo = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        write(
+            repo.path(),
+            "src/net.py",
+            "def open_socket(host):\n    \"\"\"Connect to the server over the network.\"\"\"\n",
+        );
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def sort_numbers(items):\n    \"\"\"Order the numbers from small to large.\"\"\"\n",
+        );
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+        engine.catch_up(&index, None).unwrap();
+        let backend = Arc::new(CompositeBackend {
+            index: index.clone(),
+            semantic: engine.clone(),
+        });
+        let config = IndexedOperationsConfig {
+            allowed_modes: vec![
+                SearchMode::Literal,
+                SearchMode::IndexedLiteral,
+                SearchMode::Semantic,
+            ],
+            ..IndexedOperationsConfig::default()
+        };
+        let fallback = Arc::new(literal_search::LiteralSearch::new(repo.path()).unwrap());
+        let ops = IndexedRepositoryOperations::new(repo.path(), backend, fallback, config).unwrap();
+        let ask = |q: &str| ops.search(SearchRequest::new(q, SearchMode::Semantic));
+        let found = ask("connect to a remote server").await.unwrap();
+        assert_eq!(found.hits[0].path, "src/net.py");
+
+        // The trigram index commits an edit; the process dies before the store catches up.
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def parse_config(text):\n    \"\"\"Read the settings file into a dictionary.\"\"\"\n",
+        );
+        let r = index.refresh("head", None).unwrap();
+        let before = found
+            .indexed
+            .as_ref()
+            .and_then(|p| p.source_revision.clone());
+        assert_ne!(Some(r.revision), before);
+        let refused = ask("read the settings").await.unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::Stale);
+        // The trigram index itself serves on.
+        let literal = ops
+            .search(SearchRequest::new(
+                "parse_config",
+                SearchMode::IndexedLiteral,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(literal.hits[0].path, "src/sort.py");
+
+        // The next refresh catches the store up, though the trigram index finds nothing new.
+        let again = index.refresh("head", None).unwrap();
+        let stats = engine.catch_up(&index, None).unwrap();
+        assert!(stats.files_read >= 1 && !stats.rebuilt, "{stats:?}");
+        let served = ask("read the settings").await.unwrap();
+        assert_eq!(served.hits[0].path, "src/sort.py");
+        assert_eq!(
+            served.indexed.and_then(|p| p.source_revision),
+            Some(again.revision)
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! `semantic` end to end: offered, and answered, only when the static model is installed.
+//!
+//! The model is the one `cargo xtask tools` and `cargo xtask model static` install (`cargo xtask
+//! ci` runs both first); the binary finds it through `REPO_SEARCH_MODEL_DIR` or `--model-dir`.
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use support::{BIN, repo, write};
+
+fn model_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/tools/models/all-minilm-l6-v2");
+    assert!(
+        dir.join("static-256.bin").is_file(),
+        "no static model in {}: run `cargo xtask tools` then `cargo xtask model static`",
+        dir.display()
+    );
+    dir
+}
+
+/// A command of the binary that finds a model only where `model` says (`None`: nowhere, since
+/// the per-user cache directory is an empty temporary one).
+fn command(model: Option<&Path>, cache: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("REPO_SEARCH_MODEL_DIR")
+        .env("XDG_CACHE_HOME", cache)
+        .env("HOME", cache);
+    if let Some(m) = model {
+        c.env("REPO_SEARCH_MODEL_DIR", m);
+    }
+    c
+}
+
+/// A small repository of functions, each described nowhere by the words a query uses.
+fn functions() -> tempfile::TempDir {
+    let dir = repo();
+    let files = [
+        (
+            "src/net.py",
+            "import socket\n\ndef open_connection(host, port):\n    sock = socket.create_connection((host, port))\n    sock.settimeout(5)\n    return sock\n",
+        ),
+        (
+            "src/sort.py",
+            "def bubble_sort(values):\n    for i in range(len(values)):\n        for j in range(len(values) - i - 1):\n            if values[j] > values[j + 1]:\n                values[j], values[j + 1] = values[j + 1], values[j]\n    return values\n",
+        ),
+        (
+            "src/config.py",
+            "import json\n\ndef load_settings(path):\n    with open(path) as f:\n        return json.load(f)\n",
+        ),
+        (
+            "src/hash.py",
+            "import hashlib\n\ndef file_digest(path):\n    h = hashlib.sha256()\n    with open(path, 'rb') as f:\n        h.update(f.read())\n    return h.hexdigest()\n",
+        ),
+    ];
+    for (path, text) in files {
+        write(dir.path(), path, text);
+    }
+    dir
+}
+
+/// Runs `search --mode semantic --json QUERY` and returns (exit code, stdout as JSON, stderr).
+fn semantic_search(root: &Path, model: Option<&Path>, query: &str) -> (i32, Value, String) {
+    let cache = tempfile::tempdir().unwrap();
+    let out = command(model, cache.path())
+        .args(["search", "--mode", "semantic", "--json", "--root"])
+        .arg(root)
+        .arg(query)
+        .output()
+        .unwrap();
+    let stdout = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn search_mode_semantic_finds_a_function_by_a_description() {
+    let dir = functions();
+    let model = model_dir();
+    for (query, want) in [
+        ("order a list of numbers", "src/sort.py"),
+        ("load the settings stored as json", "src/config.py"),
+        ("checksum of a file's contents", "src/hash.py"),
+    ] {
+        let (code, result, stderr) = semantic_search(dir.path(), Some(&model), query);
+        assert_eq!(code, 0, "{query}: {stderr}");
+        assert_eq!(result["hits"][0]["path"], want, "{query}: {result}");
+        assert_eq!(result["indexed"]["mode"], "semantic");
+        let score = result["hits"][0]["score"].as_f64().unwrap();
+        assert!(score > 0.0 && score <= 1.0, "{result}");
+    }
+    // The hit shows its chunk's first line.
+    let (_, result, _) = semantic_search(dir.path(), Some(&model), "open a network connection");
+    assert_eq!(result["hits"][0]["path"], "src/net.py", "{result}");
+    assert_eq!(result["hits"][0]["line"], 1);
+    assert_eq!(result["hits"][0]["snippet"], "import socket");
+}
+
+#[test]
+fn without_the_model_semantic_is_unsupported_and_says_how_to_install_it() {
+    let dir = functions();
+    let (code, result, stderr) = semantic_search(dir.path(), None, "order a list of numbers");
+    assert_eq!(code, 2);
+    assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
+    assert!(
+        stderr.contains("cargo xtask tools") && stderr.contains("cargo xtask model static"),
+        "{stderr}"
+    );
+}
+
+/// The `mode` enum of `tools/list` from `repo-search mcp` finding a model only where `model`
+/// says.
+fn mcp_modes(root: &Path, model: Option<&Path>) -> Vec<String> {
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = command(model, cache.path())
+        .args(["mcp", "--root"])
+        .arg(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": support::initialize_params() }),
+        support::initialized_notification(),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} }),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let listed: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == 2)
+        .expect("a tools/list reply");
+    listed["result"]["tools"][0]["inputSchema"]["properties"]["mode"]["enum"]
+        .as_array()
+        .expect("a mode enum")
+        .iter()
+        .map(|m| m.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn mcp_offers_semantic_exactly_when_the_model_is_installed() {
+    let dir = functions();
+    assert_eq!(mcp_modes(dir.path(), None), ["literal", "indexed_literal"]);
+    assert_eq!(
+        mcp_modes(dir.path(), Some(&model_dir())),
+        ["literal", "indexed_literal", "semantic"]
+    );
+}

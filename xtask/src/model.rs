@@ -102,13 +102,8 @@ fn python_output(python: &Path, script: &str, args: &[&Path]) -> Result<String, 
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// Runs the `semantic-index` binary (release build) with the model directory and `args`.
-pub(crate) fn semantic_index(args: &[&str]) -> Result<(), String> {
-    semantic_index_in(&model_dir(), args)
-}
-
 /// Runs the `semantic-index` binary (release build) on the model in `dir` with `args`.
-fn semantic_index_in(dir: &Path, args: &[&str]) -> Result<(), String> {
+pub(crate) fn semantic_index_in(dir: &Path, args: &[&str]) -> Result<(), String> {
     run(cargo()
         .args([
             "run",
@@ -123,17 +118,30 @@ fn semantic_index_in(dir: &Path, args: &[&str]) -> Result<(), String> {
         .args(args))
 }
 
-/// `cargo xtask model static [--model-dir DIR]`: the static model, written next to the model.
+/// `cargo xtask model static [--model-dir DIR] [--tune]`: the static model, written next to the
+/// model; `--tune` then fine-tunes it on the pairs mined from the machine's sources (the
+/// evaluations' functions left out) and writes the tuned model beside it, with its sha256.
 pub(crate) fn model(args: &[String]) -> Result<(), String> {
-    match args.first().map(String::as_str) {
-        Some("static") => {
-            let dir = args
-                .iter()
-                .skip_while(|a| *a != "--model-dir")
-                .nth(1)
-                .map_or_else(model_dir, PathBuf::from);
-            semantic_index_in(&dir, &["static"])
-        }
-        _ => Err("usage: cargo xtask model static [--model-dir DIR]".into()),
+    const USAGE: &str = "usage: cargo xtask model static [--model-dir DIR] [--tune]";
+    if args.first().map(String::as_str) != Some("static") {
+        return Err(USAGE.into());
     }
+    let mut dir = model_dir();
+    let mut tune = false;
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--model-dir" => dir = it.next().map(PathBuf::from).ok_or(USAGE)?,
+            "--tune" => tune = true,
+            _ => return Err(USAGE.into()),
+        }
+    }
+    if !tune {
+        return semantic_index_in(&dir, &["static"]);
+    }
+    if !dir.join("static-256.bin").is_file() {
+        semantic_index_in(&dir, &["static"])?;
+    }
+    let pairs = crate::eval::training_pairs()?;
+    semantic_index_in(&dir, &["tune", "--pairs", &pairs.to_string_lossy()])
 }

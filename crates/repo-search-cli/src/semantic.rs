@@ -75,7 +75,9 @@ impl SemanticEngine {
     /// `index_dir`. `None` when the model cannot be loaded.
     pub(crate) fn open(model_dir: &Path, index_dir: &Path) -> Option<SemanticEngine> {
         let model_id = semantic_index::model_id(model_dir)?;
-        let statics = StaticModel::load(model_dir).ok()?;
+        // The same file `model_id` named: the tuned model when it is installed.
+        let statics =
+            StaticModel::load_file(model_dir, semantic_index::preferred_file(model_dir)).ok()?;
         Some(SemanticEngine {
             statics,
             model_id,

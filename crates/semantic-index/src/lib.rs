@@ -31,7 +31,7 @@ mod text;
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
-pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel};
+pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings, preferred_file};
 pub use store::{
     CatchUp, IDF_SAMPLE_FILES, MAX_ANSWER_FILES, MAX_FILE_BYTES, PRIOR_WEIGHT, RELATIVE_FLOOR,
     SourceFile, Store, StoreError, StoreHit, model_id, version_of,

@@ -81,9 +81,9 @@ pub struct Weights {
 impl Default for Weights {
     fn default() -> Self {
         Self {
-            bm25: 0.5,
-            dense: 0.5,
-            definition: 0.3,
+            bm25: 0.35,
+            dense: 0.65,
+            definition: 0.2,
             file_name: 0.05,
             rerank: 0.7,
             rerank_depth: 30,

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use crate::Error;
+use crate::chunk::TARGET_BYTES;
 use crate::model::{MiniLm, load_tokenizer, normalize, read};
 use crate::text::for_embedding;
 
@@ -18,6 +19,19 @@ pub const STATIC_DIM: usize = 256;
 /// The static model's file name, written next to the MiniLM files; its sha256 is in the same name
 /// with `.sha256` appended.
 pub const STATIC_FILE: &str = "static-256.bin";
+
+/// The fine-tuned static model's file name ([`StaticModel::tune`]), beside [`STATIC_FILE`].
+pub const TUNED_FILE: &str = "static-256-tuned.bin";
+
+/// The static model a host should load from `dir`: the fine-tuned one when it is there with its
+/// checksum (the default weights were chosen for it), else the untuned one.
+pub fn preferred_file(dir: &Path) -> &'static str {
+    if dir.join(TUNED_FILE).is_file() && checksum_path(dir, TUNED_FILE).is_file() {
+        TUNED_FILE
+    } else {
+        STATIC_FILE
+    }
+}
 
 const MAGIC: &[u8; 8] = b"RSSTATIC";
 const VERSION: u32 = 1;
@@ -121,6 +135,11 @@ impl StaticModel {
     /// Writes [`STATIC_FILE`] and its `.sha256` into `dir`, each by a rename so that a reader
     /// never sees half a file. Returns the hex sha256.
     pub fn save(&self, dir: &Path) -> Result<String, Error> {
+        self.save_as(dir, STATIC_FILE)
+    }
+
+    /// [`StaticModel::save`] under another file name (such as [`TUNED_FILE`]).
+    pub fn save_as(&self, dir: &Path, file: &str) -> Result<String, Error> {
         let mut bytes = Vec::with_capacity(20 + self.vectors.len() * 4);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&VERSION.to_le_bytes());
@@ -130,16 +149,21 @@ impl StaticModel {
             bytes.extend_from_slice(&v.to_le_bytes());
         }
         let digest = hex(&Sha256::digest(&bytes));
-        write_atomically(&dir.join(STATIC_FILE), &bytes)?;
-        write_atomically(&checksum_path(dir), format!("{digest}\n").as_bytes())?;
+        write_atomically(&dir.join(file), &bytes)?;
+        write_atomically(&checksum_path(dir, file), format!("{digest}\n").as_bytes())?;
         Ok(digest)
     }
 
     /// Reads the model [`StaticModel::save`] wrote, refusing it when it does not match its sha256.
     pub fn load(dir: &Path) -> Result<Self, Error> {
-        let path = dir.join(STATIC_FILE);
+        Self::load_file(dir, STATIC_FILE)
+    }
+
+    /// [`StaticModel::load`] of another file name in `dir` (such as [`TUNED_FILE`]).
+    pub fn load_file(dir: &Path, file: &str) -> Result<Self, Error> {
+        let path = dir.join(file);
         let bytes = read(&path)?;
-        let want = String::from_utf8_lossy(&read(&checksum_path(dir))?)
+        let want = String::from_utf8_lossy(&read(&checksum_path(dir, file))?)
             .trim()
             .to_owned();
         if hex(&Sha256::digest(&bytes)) != want {
@@ -174,14 +198,260 @@ impl StaticModel {
     }
 }
 
+/// The contrastive fine-tuning's settings ([`StaticModel::tune`]). The defaults were chosen on the
+/// evaluations' dev queries (docs/semantic.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TuneSettings {
+    /// Passes over the pairs.
+    pub epochs: usize,
+    /// Pairs per step; the other pairs of a batch are each pair's negatives.
+    pub batch: usize,
+    /// Adam's step size.
+    pub learning_rate: f32,
+    /// The inverse temperature that multiplies cosines before the softmax.
+    pub scale: f32,
+    /// The seed of the pairs' order in each epoch.
+    pub seed: u64,
+}
+
+impl Default for TuneSettings {
+    fn default() -> Self {
+        Self {
+            epochs: 3,
+            batch: 256,
+            learning_rate: 3e-3,
+            scale: 20.0,
+            seed: 15,
+        }
+    }
+}
+
+/// Adam's moment decay rates and its denominator's guard, the usual values.
+const ADAM_BETA1: f32 = 0.9;
+const ADAM_BETA2: f32 = 0.999;
+const ADAM_EPSILON: f32 = 1e-8;
+
+impl StaticModel {
+    /// Fine-tunes the token table contrastively on `(query, code)` pairs: each text is pooled as
+    /// the index pools a chunk (its tokens' rows weighted by their IDF over the pairs' code,
+    /// summed and normalised; code cut to its first [`TARGET_BYTES`] like a first chunk), and the
+    /// symmetric InfoNCE loss with in-batch negatives (`scale · cosine`, softmax over the batch's
+    /// codes for each query and over its queries for each code) is minimised by Adam on the rows
+    /// the batch touched (gradients by hand). Single-threaded on purpose: the result is then the
+    /// same on every machine and thread count for the same pairs and settings. `progress` gets
+    /// each epoch's mean loss.
+    pub fn tune(
+        &self,
+        pairs: &[(String, String)],
+        settings: TuneSettings,
+        mut progress: impl FnMut(usize, f32),
+    ) -> Self {
+        let dim = self.dim;
+        let vocab = self.vocab_size();
+        let queries: Vec<Vec<u32>> = pairs.iter().map(|(q, _)| self.token_ids(q)).collect();
+        let codes: Vec<Vec<u32>> = pairs
+            .iter()
+            .map(|(_, c)| self.token_ids(cut(c, TARGET_BYTES)))
+            .collect();
+        let mut df = vec![0u32; vocab];
+        for ids in &codes {
+            let mut seen = ids.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            for id in seen {
+                if let Some(d) = df.get_mut(id as usize) {
+                    *d += 1;
+                }
+            }
+        }
+        let n = codes.len() as f32;
+        let idf: Vec<f32> = df
+            .iter()
+            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
+            .collect();
+        let mut table = self.vectors.clone();
+        let (mut m1, mut m2) = (vec![0.0f32; table.len()], vec![0.0f32; table.len()]);
+        let mut grad = vec![0.0f32; table.len()];
+        let mut touched = vec![false; vocab];
+        let mut order: Vec<usize> = (0..pairs.len())
+            .filter(|&i| !queries[i].is_empty() && !codes[i].is_empty())
+            .collect();
+        let mut rng = settings.seed;
+        let mut step = 0i32;
+        for epoch in 0..settings.epochs {
+            shuffle(&mut order, &mut rng);
+            let (mut loss_sum, mut batches) = (0.0f64, 0usize);
+            for batch in order.chunks(settings.batch.max(2)) {
+                if batch.len() < 2 {
+                    continue;
+                }
+                let qs: Vec<&[u32]> = batch.iter().map(|&i| queries[i].as_slice()).collect();
+                let cs: Vec<&[u32]> = batch.iter().map(|&i| codes[i].as_slice()).collect();
+                let pairs = Batch {
+                    dim,
+                    idf: &idf,
+                    queries: &qs,
+                    codes: &cs,
+                    scale: settings.scale,
+                };
+                loss_sum += pairs.gradient(&table, &mut grad, &mut touched);
+                batches += 1;
+                step += 1;
+                let correction1 = 1.0 - ADAM_BETA1.powi(step);
+                let correction2 = 1.0 - ADAM_BETA2.powi(step);
+                for (id, t) in touched.iter_mut().enumerate() {
+                    if !std::mem::take(t) {
+                        continue;
+                    }
+                    let range = id * dim..(id + 1) * dim;
+                    for k in range {
+                        let gk = std::mem::take(&mut grad[k]);
+                        m1[k] = ADAM_BETA1 * m1[k] + (1.0 - ADAM_BETA1) * gk;
+                        m2[k] = ADAM_BETA2 * m2[k] + (1.0 - ADAM_BETA2) * gk * gk;
+                        table[k] -= settings.learning_rate * (m1[k] / correction1)
+                            / ((m2[k] / correction2).sqrt() + ADAM_EPSILON);
+                    }
+                }
+            }
+            progress(epoch, (loss_sum / batches.max(1) as f64) as f32);
+        }
+        Self {
+            tokenizer: self.tokenizer.clone(),
+            dim,
+            vectors: table,
+        }
+    }
+}
+
+/// One batch of the contrastive loss: token ids of each query and of its code, pooled with the
+/// `idf` weights from a `dim`-wide table.
+struct Batch<'a> {
+    dim: usize,
+    idf: &'a [f32],
+    queries: &'a [&'a [u32]],
+    codes: &'a [&'a [u32]],
+    scale: f32,
+}
+
+impl Batch<'_> {
+    /// The batch's mean symmetric InfoNCE loss; its gradient with respect to `table` is added into
+    /// `grad` (same layout), and the rows it reaches are marked in `touched`.
+    fn gradient(&self, table: &[f32], grad: &mut [f32], touched: &mut [bool]) -> f64 {
+        let (dim, b) = (self.dim, self.queries.len());
+        let pool = |ids: &[u32]| {
+            let mut sum = vec![0.0f32; dim];
+            for &id in ids {
+                let w = self.idf[id as usize];
+                let row = &table[id as usize * dim..][..dim];
+                sum.iter_mut().zip(row).for_each(|(s, x)| *s += w * x);
+            }
+            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            sum.iter_mut().for_each(|x| *x /= norm);
+            (sum, norm)
+        };
+        let qs: Vec<_> = self.queries.iter().map(|ids| pool(ids)).collect();
+        let ds: Vec<_> = self.codes.iter().map(|ids| pool(ids)).collect();
+        let scores: Vec<f32> = (0..b * b)
+            .map(|k| self.scale * dot(&qs[k / b].0, &ds[k % b].0))
+            .collect();
+        // d loss / d score: half from each direction's softmax, averaged over the batch.
+        let mut g = vec![0.0f32; b * b];
+        let mut loss = 0.0f64;
+        for i in 0..b {
+            loss += softmax_grad(b, |j| i * b + j, i, &scores, &mut g, b);
+            loss += softmax_grad(b, |j| j * b + i, i, &scores, &mut g, b);
+        }
+        for (k, (ids, (v, norm))) in self
+            .queries
+            .iter()
+            .zip(&qs)
+            .chain(self.codes.iter().zip(&ds))
+            .enumerate()
+        {
+            // The gradient on this pooled vector, then back through the normalisation.
+            let mut gv = vec![0.0f32; dim];
+            for other in 0..b {
+                let (coef, u) = if k < b {
+                    (g[k * b + other], &ds[other].0)
+                } else {
+                    (g[other * b + (k - b)], &qs[other].0)
+                };
+                let coef = coef * self.scale;
+                gv.iter_mut().zip(u).for_each(|(x, y)| *x += coef * y);
+            }
+            let along = dot(&gv, v);
+            gv.iter_mut()
+                .zip(v)
+                .for_each(|(x, y)| *x = (*x - along * y) / norm);
+            for &id in ids.iter() {
+                let w = self.idf[id as usize];
+                touched[id as usize] = true;
+                let row = &mut grad[id as usize * dim..][..dim];
+                row.iter_mut().zip(&gv).for_each(|(r, x)| *r += w * x);
+            }
+        }
+        loss / (2 * b) as f64
+    }
+}
+
+/// Adds the gradient of one cross-entropy term (the softmax over `n` scores `scores[at(j)]`,
+/// the right answer at `right`) into `g[at(j)]`, divided by `b`, and returns the term's loss.
+fn softmax_grad(
+    n: usize,
+    at: impl Fn(usize) -> usize,
+    right: usize,
+    scores: &[f32],
+    g: &mut [f32],
+    b: usize,
+) -> f64 {
+    let top = (0..n)
+        .map(|j| scores[at(j)])
+        .fold(f32::NEG_INFINITY, f32::max);
+    let exps: Vec<f64> = (0..n)
+        .map(|j| f64::from(scores[at(j)] - top).exp())
+        .collect();
+    let sum: f64 = exps.iter().sum();
+    for (j, e) in exps.iter().enumerate() {
+        let p = e / sum;
+        let target = if j == right { 1.0 } else { 0.0 };
+        g[at(j)] += (0.5 * (p - target) / b as f64) as f32;
+    }
+    -(exps[right] / sum).ln()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A Fisher-Yates shuffle driven by splitmix64, so that the order depends on the seed alone.
+fn shuffle(items: &mut [usize], state: &mut u64) {
+    for i in (1..items.len()).rev() {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        items.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+}
+
 fn special(tokenizer: &Tokenizer, token: &str) -> Result<u32, Error> {
     tokenizer
         .token_to_id(token)
         .ok_or_else(|| Error::Tokenizer(format!("no {token} token")))
 }
 
-fn checksum_path(dir: &Path) -> PathBuf {
-    dir.join(format!("{STATIC_FILE}.sha256"))
+fn checksum_path(dir: &Path, file: &str) -> PathBuf {
+    dir.join(format!("{file}.sha256"))
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -354,5 +624,56 @@ mod tests {
         let c = &pca.components[0];
         assert!((c[0] - c[1]).abs() < 1e-9 && c[0] > 0.7, "{c:?}");
         assert_eq!(pca.project(&[1.0, 1.0, 0.1]).len(), 1);
+    }
+
+    #[test]
+    fn infonce_gradient_matches_finite_differences() {
+        // Five tokens of width 3; token weights and rows chosen so that no pooled vector is zero.
+        let table: Vec<f32> = (0..15).map(|i| ((i * 7 % 11) as f32 - 5.0) / 7.0).collect();
+        let idf = [1.0, 0.5, 2.0, 1.5, 0.8];
+        let (queries, codes): (&[&[u32]], &[&[u32]]) = (
+            &[&[0, 1], &[2], &[3, 4, 4]],
+            &[&[1, 2, 3], &[0, 4], &[2, 2, 1]],
+        );
+        let batch = Batch {
+            dim: 3,
+            idf: &idf,
+            queries,
+            codes,
+            scale: 5.0,
+        };
+        let mut grad = vec![0.0f32; table.len()];
+        let mut touched = vec![false; 5];
+        batch.gradient(&table, &mut grad, &mut touched);
+        assert!(touched.iter().all(|&t| t));
+        let h = 1e-3f32;
+        for k in 0..table.len() {
+            let at = |delta: f32| {
+                let mut t = table.clone();
+                t[k] += delta;
+                batch.gradient(&t, &mut [0.0; 15], &mut [false; 5])
+            };
+            let numeric = ((at(h) - at(-h)) / f64::from(2.0 * h)) as f32;
+            assert!(
+                (numeric - grad[k]).abs() < 2e-3 + 1e-2 * grad[k].abs(),
+                "entry {k}: numeric {numeric}, analytic {}",
+                grad[k]
+            );
+        }
+    }
+
+    #[test]
+    fn shuffle_depends_on_the_seed_alone() {
+        let order = |seed: u64| {
+            let mut items: Vec<usize> = (0..10).collect();
+            let mut state = seed;
+            shuffle(&mut items, &mut state);
+            items
+        };
+        assert_eq!(order(15), order(15));
+        assert_ne!(order(15), order(16));
+        let mut sorted = order(15);
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..10).collect::<Vec<_>>());
     }
 }

@@ -1056,9 +1056,11 @@ fn lock(dir: &Path, deadline: Option<Instant>) -> Result<fs::File, StoreError> {
     }
 }
 
-/// The sha256 a static model directory records for its `static-256.bin`: the model's identity.
+/// The sha256 a static model directory records for the static model a host loads from it
+/// ([`crate::preferred_file`]): the model's identity, so a store built with another is rebuilt.
 pub fn model_id(dir: &Path) -> Option<String> {
-    let text = fs::read_to_string(dir.join(format!("{}.sha256", crate::STATIC_FILE))).ok()?;
+    let file = crate::preferred_file(dir);
+    let text = fs::read_to_string(dir.join(format!("{file}.sha256"))).ok()?;
     let id = text.trim().to_owned();
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }

@@ -253,6 +253,24 @@ async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::
     )?)
 }
 
+/// `repo-search status` for a person: the index's state, revision, age and size, then where it
+/// lives (`place`, one line).
+pub(crate) fn print_status(status: &index_contract::IndexStatus, files: u64, place: &str) {
+    println!("state:     {}", status.state);
+    println!(
+        "revision:  {}",
+        status.source_revision.as_deref().unwrap_or("-")
+    );
+    println!(
+        "updated:   {}",
+        status
+            .updated_at
+            .map_or("-".into(), |t| format!("{} ms since the epoch", t.0))
+    );
+    println!("files:     {files}");
+    println!("{place}");
+}
+
 /// Opens the host for a command that serves `semantic` too when the model is installed (on the
 /// embedded index; a shared index serves no `semantic` in this slice).
 async fn open_host_with_model(
@@ -405,19 +423,11 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             if json {
                 println!("{body}");
             } else {
-                println!("state:     {}", status.state);
-                println!(
-                    "revision:  {}",
-                    status.source_revision.as_deref().unwrap_or("-")
+                print_status(
+                    &status,
+                    body["files"].as_u64().unwrap_or_default(),
+                    &format!("index dir: {}", index_dir.display()),
                 );
-                println!(
-                    "updated:   {}",
-                    status
-                        .updated_at
-                        .map_or("-".into(), |t| format!("{} ms since the epoch", t.0))
-                );
-                println!("files:     {}", body["files"]);
-                println!("index dir: {}", index_dir.display());
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -353,21 +353,13 @@ pub(crate) async fn status(dir: &Path, backend: Backend, json: bool) -> Result<(
         });
         println!("{body}");
     } else {
-        println!("state:     {}", status.state);
-        println!(
-            "revision:  {}",
-            status.source_revision.as_deref().unwrap_or("-")
-        );
-        println!(
-            "updated:   {}",
-            status
-                .updated_at
-                .map_or("-".into(), |t| format!("{} ms since the epoch", t.0))
-        );
-        println!("files:     {files}");
-        println!(
-            "backend:   postgres, tenant {}, repository {}",
-            config.tenant_id, config.repo_id
+        crate::print_status(
+            &status,
+            files,
+            &format!(
+                "backend:   postgres, tenant {}, repository {}",
+                config.tenant_id, config.repo_id
+            ),
         );
     }
     Ok(())

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::bm25::Bm25;
-use crate::chunk::{Chunk, chunk_file, definition_name};
+use crate::chunk::{Chunk, chunk_file};
 use crate::model::MiniLm;
 use crate::statics::StaticModel;
 use crate::text::{for_embedding, sub_tokens};
@@ -149,14 +149,11 @@ impl<'m> SemanticIndex<'m> {
             index.file_words.push(sub_tokens(stem));
             for chunk in chunk_file(&doc.path, &doc.text) {
                 index.bm25.add(&chunk.text);
-                index.definitions.push(
-                    chunk
-                        .text
-                        .lines()
-                        .filter_map(definition_name)
-                        .flat_map(sub_tokens)
-                        .collect(),
-                );
+                // The names the chunker found: the syntax tree's where a grammar parsed the
+                // file, the definition lines' otherwise.
+                index
+                    .definitions
+                    .push(chunk.defines.iter().flat_map(|d| sub_tokens(d)).collect());
                 index.chunks.push(chunk);
                 index.chunk_doc.push(d as u32);
             }

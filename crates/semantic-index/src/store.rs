@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::chunk::{chunk_file, definition_name};
+use crate::chunk::chunk_file;
 use crate::rank::{Weights, combine, quantize};
 use crate::segment::{ChunkData, DEFINITION, FILE_NAME, FileData, Segment, encode};
 use crate::statics::StaticModel;
@@ -36,8 +36,10 @@ use crate::text::sub_tokens;
 
 /// The manifest's name in the store directory.
 const MANIFEST: &str = "MANIFEST";
-/// The manifest format this version writes and reads.
-const FORMAT: u32 = 1;
+/// The manifest format this version writes and reads. It also names the chunker and the
+/// definition names behind a store's chunks: a store built by another is rebuilt, not mixed.
+/// 2: tree-sitter chunks, definition names from the syntax tree.
+const FORMAT: u32 = 2;
 /// The IDF table is computed over the chunks of at most this many files.
 pub const IDF_SAMPLE_FILES: usize = 4000;
 /// A build writes a segment each time this many chunks have accumulated, which bounds its memory.
@@ -779,12 +781,8 @@ fn chunk_data(
                 *counts.entry(t).or_default() += 1;
             }
             let mut terms: Vec<(String, u32)> = counts.into_iter().collect();
-            let mut def: Vec<String> = c
-                .text
-                .lines()
-                .filter_map(definition_name)
-                .flat_map(sub_tokens)
-                .collect();
+            // The names the chunker found (the syntax tree's, or the definition lines').
+            let mut def: Vec<String> = c.defines.iter().flat_map(|d| sub_tokens(d)).collect();
             def.sort();
             def.dedup();
             terms.extend(def.into_iter().map(|d| (format!("{DEFINITION}{d}"), 1)));

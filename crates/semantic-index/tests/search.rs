@@ -137,3 +137,42 @@ fn reranking_caches_chunk_vectors_by_content_hash() {
     index.search("shut the socket down", Scorer::Rerank, Some(minilm()), 3);
     assert_eq!(index.cached_vectors(), cached);
 }
+
+/// The definition boost reads the names the chunker found in the syntax tree: a C function that
+/// returns a pointer to a struct defines its own name, not the struct's (a line rule read
+/// `static struct page *alloc_frozen_pages(` as defining `page`).
+#[test]
+fn the_definition_boost_sees_c_functions_by_their_syntax_tree_names() {
+    let doc = |path: &str, text: &str| Document {
+        key: path.into(),
+        path: path.into(),
+        text: text.into(),
+    };
+    let docs = vec![
+        doc(
+            "mm/alloc.c",
+            "static struct page *alloc_frozen_pages(gfp_t gfp)\n{\n\treturn NULL;\n}\n",
+        ),
+        doc(
+            "mm/user.c",
+            "static void do_work(void)\n{\n\talloc_frozen_pages(0);\n\talloc_frozen_pages(1);\n}\n",
+        ),
+    ];
+    // Only the definition boost scores, so a score is the share of the query's terms that a
+    // name the chunk defines holds.
+    let weights = semantic_index::rank::Weights {
+        bm25: 0.0,
+        dense: 0.0,
+        definition: 1.0,
+        file_name: 0.0,
+        ..semantic_index::rank::Weights::default()
+    };
+    let index = SemanticIndex::build_with(statics(), docs, weights);
+    let hits = index.search("alloc frozen pages", Scorer::Hybrid, None, 10);
+    let scored: Vec<(&str, f32)> = hits
+        .iter()
+        .map(|h| (index.documents()[h.doc].path.as_str(), h.score))
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    assert_eq!(scored, [("mm/alloc.c", 1.0)]);
+}

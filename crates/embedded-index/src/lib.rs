@@ -176,6 +176,10 @@ pub struct CommittedFiles {
     pub revision: Option<String>,
     /// Its servable files, in path order.
     pub files: Vec<CommittedFile>,
+    /// A digest of `files` (paths, versions, priors): two commits that attest one revision but
+    /// hold different files have different digests, so an engine keeping pace with this index
+    /// names what it caught up to by both.
+    pub digest: u64,
 }
 
 /// A 64-bit digest of a few words (splitmix64's finaliser over a running sum).
@@ -188,6 +192,43 @@ fn mix(words: &[u64]) -> u64 {
         h ^= h >> 29;
     }
     h
+}
+
+/// The servable files of a snapshot, in path order: what [`EmbeddedIndex::committed_files`]
+/// lists.
+fn servable_files(s: &Snapshot) -> Vec<CommittedFile> {
+    s.live_docs()
+        .filter_map(|(path, si, id)| {
+            let meta = s.segments[si].meta(id);
+            if meta.flags & segment::flags::REFUSED_NAME != 0 {
+                return None;
+            }
+            let st = meta.stamp;
+            Some(CommittedFile {
+                path: path.to_owned(),
+                version: mix(&[
+                    st.len,
+                    st.mtime_ns,
+                    st.ctime_ns,
+                    st.ino,
+                    u64::from(meta.flags),
+                ]),
+                prior: f32::from(meta.prior) / 255.0,
+            })
+        })
+        .collect()
+}
+
+/// [`CommittedFiles::digest`] of `files`.
+fn files_digest(files: &[CommittedFile]) -> u64 {
+    let mut words = Vec::with_capacity(files.len() * 3 + 1);
+    words.push(files.len() as u64);
+    for f in files {
+        words.push((u64::from(crc32fast::hash(f.path.as_bytes())) << 32) | f.path.len() as u64);
+        words.push(f.version);
+        words.push(u64::from(f.prior.to_bits()));
+    }
+    mix(&words)
 }
 
 fn threads(config: &EmbeddedIndexConfig) -> usize {
@@ -372,31 +413,31 @@ impl EmbeddedIndex {
         let Some(s) = self.snapshot() else {
             return CommittedFiles::default();
         };
-        let files = s
-            .live_docs()
-            .filter_map(|(path, si, id)| {
-                let meta = s.segments[si].meta(id);
-                if meta.flags & segment::flags::REFUSED_NAME != 0 {
-                    return None;
-                }
-                let st = meta.stamp;
-                Some(CommittedFile {
-                    path: path.to_owned(),
-                    version: mix(&[
-                        st.len,
-                        st.mtime_ns,
-                        st.ctime_ns,
-                        st.ino,
-                        u64::from(meta.flags),
-                    ]),
-                    prior: f32::from(meta.prior) / 255.0,
-                })
-            })
-            .collect();
+        let files = servable_files(&s);
+        let digest = *s.files_digest.get_or_init(|| files_digest(&files));
         CommittedFiles {
             revision: s.manifest.source_revision.clone(),
             files,
+            digest,
         }
+    }
+
+    /// The committed status and the digest of the same snapshot's servable files (as
+    /// [`CommittedFiles::digest`]): what an engine that caught up to that very commit recorded.
+    /// The digest is computed once per commit.
+    pub fn committed_status(&self) -> (IndexStatus, u64) {
+        self.sync();
+        let Some(s) = self.snapshot() else {
+            return (IndexStatus::new(IndexState::Failed), 0);
+        };
+        let digest = *s
+            .files_digest
+            .get_or_init(|| files_digest(&servable_files(&s)));
+        let mut st = s.status();
+        if st.state == IndexState::Empty && self.building.load(Ordering::SeqCst) {
+            st.state = IndexState::Building;
+        }
+        (st, digest)
     }
 
     /// Whether the committed index holds `path`.

@@ -25,6 +25,9 @@ pub(crate) struct Snapshot {
     /// it stands in for a re-stamp that would change nothing but the time: the commit stays, and
     /// nothing is written. Another commit is another snapshot, which starts unverified.
     verified_at: AtomicU64,
+    /// The digest of the servable files and their versions, computed once when first asked for
+    /// (`EmbeddedIndex::committed_status`).
+    pub(crate) files_digest: std::sync::OnceLock<u64>,
 }
 
 /// The revision a removal commits when the facade routed it as the first half of an update: the
@@ -53,6 +56,7 @@ impl Snapshot {
             deleted: Vec::new(),
             live_count: 0,
             verified_at: AtomicU64::new(0),
+            files_digest: std::sync::OnceLock::new(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Snapshot {
             deleted,
             live_count,
             verified_at: AtomicU64::new(0),
+            files_digest: std::sync::OnceLock::new(),
         })
     }
 

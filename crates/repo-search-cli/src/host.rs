@@ -340,13 +340,18 @@ impl Host {
     /// Brings the index up to date with the worktree: a full build on first use (or when the
     /// index is damaged), else the files whose stamps changed, the new ones and the gone ones.
     /// Runs on a blocking thread; waits for another writer at most the default query deadline.
-    pub(crate) async fn refresh(&self) -> Result<Refresh, HostError> {
+    /// The semantic store is caught up too when the refresh is for a `mode` that reads it: a
+    /// trigram query never waits for (or fails with) the store.
+    pub(crate) async fn refresh(&self, mode: SearchMode) -> Result<Refresh, HostError> {
         let index = self.index()?.clone();
         let root = self.root.clone();
         let head = self.head();
         let watcher = self.watcher.clone();
         let refreshing = self.refreshing.clone();
-        let semantic = self.semantic.clone();
+        let semantic = self
+            .semantic
+            .clone()
+            .filter(|_| mode == SearchMode::Semantic);
         let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
         let report = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());

@@ -325,7 +325,7 @@ async fn answer_with(
         if refresh == Refresh::First {
             match &host.shared {
                 Some(shared) => shared.refresh().await?,
-                None => drop(host.refresh().await?),
+                None => drop(host.refresh(request.mode).await?),
             }
         }
     }

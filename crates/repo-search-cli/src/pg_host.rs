@@ -263,7 +263,12 @@ impl Shared {
             let expect = match &self.pinned {
                 Some(r) if r.contains('+') => Expect::Exact(r.clone()),
                 Some(r) => Expect::Commit(r.clone()),
-                None => Expect::Commit(head(&self.root, &self.git_dir)),
+                // A HEAD that names no commit (unborn, unreadable) pins no content: any other
+                // pusher's `unborn` push under this repository id would otherwise pass.
+                None => match crate::git::read_head(&self.root, &self.git_dir) {
+                    Some(commit) => Expect::Commit(commit),
+                    None => Expect::Nothing,
+                },
             };
             attested.expect(expect);
             return Ok(());

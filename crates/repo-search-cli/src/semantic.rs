@@ -90,10 +90,16 @@ impl SemanticEngine {
     /// The committed store, reloaded when another process committed since.
     fn store(&self) -> Option<Arc<Store>> {
         let held = self.store.read().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(s) = held.filter(|s| s.is_current()) {
+        if let Some(s) = held.filter(|s| s.is_current() && s.model() == self.model_id) {
             return Some(s);
         }
-        let loaded = Store::open(&self.dir).ok().flatten().map(Arc::new);
+        // A store whose vectors another model made is no answer for this one's queries: it
+        // counts as absent until this host's catch-up rebuilds it.
+        let loaded = Store::open(&self.dir)
+            .ok()
+            .flatten()
+            .filter(|s| s.model() == self.model_id)
+            .map(Arc::new);
         *self.store.write().unwrap_or_else(|p| p.into_inner()) = loaded.clone();
         loaded
     }
@@ -110,6 +116,10 @@ impl SemanticEngine {
         let Some(revision) = committed.revision.filter(|r| !r.is_empty()) else {
             return Ok(semantic_index::CatchUp::default());
         };
+        // The store names what it caught up to by the revision and the digest of the committed
+        // files: one revision can be committed twice with different files (a removal that sets
+        // no revision, a rebuild after damage), and the name alone would then lie.
+        let revision = commit_key(&revision, committed.digest);
         if self.store().is_some_and(|s| s.revision() == revision) {
             return Ok(semantic_index::CatchUp::default());
         }
@@ -147,16 +157,20 @@ impl SemanticEngine {
         &self,
         request: &SearchRequest,
         status: IndexStatus,
+        digest: u64,
     ) -> Result<BackendSearchResponse, BackendError> {
         let Some(store) = self.store() else {
             return Ok(response(IndexStatus::new(IndexState::Empty), Vec::new()));
         };
-        if status.state == IndexState::Ready
-            && status.source_revision.as_deref() != Some(store.revision())
-        {
+        let current = status
+            .source_revision
+            .as_deref()
+            .map(|r| commit_key(r, digest));
+        if status.state == IndexState::Ready && current.as_deref() != Some(store.revision()) {
+            let attested = store.revision().split('#').next().unwrap_or_default();
             let lagging = IndexStatus {
                 state: IndexState::Stale,
-                source_revision: Some(store.revision().to_owned()),
+                source_revision: Some(attested.to_owned()),
                 updated_at: status.updated_at,
             };
             return Ok(response(lagging, Vec::new()));
@@ -178,7 +192,17 @@ impl SemanticEngine {
             .into_iter()
             .map(|h| BackendHit::new(h.path, h.line, 1, h.snippet, f64::from(h.score)))
             .collect();
-        Ok(response(status, hits))
+        // The store holds the default selection. An include glob, a type, hidden or ignored
+        // files can select files beyond it (as ripgrep's do), which this answer cannot rank:
+        // it says it may be incomplete rather than claim the whole.
+        let f = &request.files;
+        let widened = f.include_hidden
+            || f.include_ignored
+            || !f.types.is_empty()
+            || f.globs.iter().any(|g| !g.starts_with('!'));
+        let mut answer = response(status, hits);
+        answer.complete = !widened;
+        Ok(answer)
     }
 }
 
@@ -206,6 +230,12 @@ fn read_text(root: &RootDir, path: &str) -> Option<String> {
         return None;
     }
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What a store caught up to: the trigram index's revision and the digest of its committed
+/// files (`#` never appears in a revision the host commits, and is only compared here).
+fn commit_key(revision: &str, digest: u64) -> String {
+    format!("{revision}#{digest:016x}")
 }
 
 /// The embedded index and the semantic store as one backend.
@@ -252,8 +282,8 @@ impl RepositoryIndexBackend for CompositeBackend {
             return self.index.search(request);
         }
         Box::pin(async move {
-            let status = self.index.current_status();
-            self.semantic.search(&request, status)
+            let (status, digest) = self.index.committed_status();
+            self.semantic.search(&request, status, digest)
         })
     }
 

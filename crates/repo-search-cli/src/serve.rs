@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use index_contract::WireError;
 use index_contract::limits::DEFAULT_DEADLINE_MS;
+use index_contract::{SearchMode, WireError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -97,7 +97,7 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
     };
     // The first refresh walks the selection and arms the watcher, so that the first client does
     // not pay for it. A failure here is the first query's to report, not the server's.
-    let _ = host.refresh().await;
+    let _ = host.refresh(SearchMode::IndexedLiteral).await;
     let socket = index_dir.join(SOCKET);
     let listener = bind_private(&index_dir, &socket).map_err(|_| Failure::ServeUnavailable)?;
     let watched = [

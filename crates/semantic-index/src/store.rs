@@ -269,6 +269,11 @@ impl Store {
         &self.manifest.revision
     }
 
+    /// The sha256 of the static model that made this version's vectors.
+    pub fn model(&self) -> &str {
+        &self.manifest.model
+    }
+
     /// The commit's generation (1 for the first).
     pub fn generation(&self) -> u64 {
         self.manifest.generation
@@ -1029,15 +1034,19 @@ fn collect_garbage(dir: &Path) {
     }
 }
 
-/// The store's writer lock: an OS lock on `LOCK`, taken by polling until `deadline`.
+/// The store's writer lock: an OS lock on `LOCK`, taken by polling until `deadline`. Writers
+/// (and the clean-up of leftover files) work only in a real directory: a store directory that
+/// is a symlink is refused, never followed, and the lock file is opened as the trigram index's
+/// is (no symlink followed, never blocking on a FIFO, regular files only).
 fn lock(dir: &Path, deadline: Option<Instant>) -> Result<fs::File, StoreError> {
+    let real_dir = fs::symlink_metadata(dir).map_err(StoreError::io(dir))?;
+    if !real_dir.is_dir() {
+        return Err(StoreError::io(dir)(std::io::Error::other(
+            "the store directory is not a directory",
+        )));
+    }
     let path = dir.join("LOCK");
-    let file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(StoreError::io(&path))?;
+    let file = search_profile::open_or_create_regular(&path).map_err(StoreError::io(&path))?;
     let mut pause = Duration::from_millis(1);
     loop {
         match file.try_lock() {

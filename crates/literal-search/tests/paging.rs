@@ -116,23 +116,54 @@ fn a_change_before_the_page_makes_it_stale_and_one_after_it_does_not() {
     );
 }
 
+/// A generated tree padded with thousands of files that hold no match, so that a search of it
+/// takes far longer than finding its first hits: a cancel sent a few milliseconds in then lands
+/// between the first hit and the end of the walk whatever the machine's speed or load.
+fn padded_tree(seed: u64) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (tree, outside) = generated_tree(seed);
+    let filler = "nothing to find on this line, only words\n".repeat(100);
+    for i in 0..4000 {
+        let dir = tree.path().join(format!("zz_filler/d{}", i % 40));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}.txt")), &filler).unwrap();
+    }
+    (tree, outside)
+}
+
+/// Cancel delays from nothing up to about 100 ms, doubling.
+fn cancel_delays() -> impl Iterator<Item = u64> {
+    std::iter::once(0).chain((0..12).map(|k| 25u64 << k))
+}
+
+/// Searches `main` at `offset` with a `page`-hit page, cancelled after `delay_us`.
+fn cancelled_after(
+    search: &LiteralSearch,
+    offset: usize,
+    page: usize,
+    delay_us: u64,
+) -> index_contract::SearchResult {
+    let mut r = SearchRequest::new("main", SearchMode::Literal);
+    r.max_results = Some(page);
+    r.offset = offset;
+    let signal = r.signal.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        signal.cancel();
+    });
+    let result = search.search_blocking(&r).unwrap();
+    canceller.join().unwrap();
+    result
+}
+
 #[test]
 fn an_answer_stopped_by_a_cancel_is_no_page() {
-    let (tree, _outside) = generated_tree(22);
+    let (tree, _outside) = padded_tree(22);
     let search = LiteralSearch::new(tree.path()).unwrap();
     // Cancel later and later until the search has filled its one-hit page and is still walking:
     // the answer then holds a hit and more exist, which would earn a `next_offset` were it not
     // cut short.
-    for delay_us in (0..40).map(|k| 50 * k) {
-        let mut r = SearchRequest::new("main", SearchMode::Literal);
-        r.max_results = Some(1);
-        let signal = r.signal.clone();
-        let canceller = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_micros(delay_us));
-            signal.cancel();
-        });
-        let result = search.search_blocking(&r).unwrap();
-        canceller.join().unwrap();
+    for delay_us in cancel_delays() {
+        let result = cancelled_after(&search, 0, 1, delay_us);
         if result.stopped == Some(StopReason::Cancelled) && !result.hits.is_empty() {
             assert_eq!((result.next_offset, result.page_token), (None, None));
             return;
@@ -143,29 +174,16 @@ fn an_answer_stopped_by_a_cancel_is_no_page() {
 
 #[test]
 fn a_later_page_cut_short_holds_no_hit() {
-    let (tree, _outside) = generated_tree(23);
+    let (tree, _outside) = padded_tree(23);
     let search = LiteralSearch::new(tree.path()).unwrap();
-    let cancelled_after = |offset: usize, delay_us: u64| {
-        let mut r = SearchRequest::new("main", SearchMode::Literal);
-        r.max_results = Some(2 - offset);
-        r.offset = offset;
-        let signal = r.signal.clone();
-        let canceller = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_micros(delay_us));
-            signal.cancel();
-        });
-        let result = search.search_blocking(&r).unwrap();
-        canceller.join().unwrap();
-        result
-    };
     // A first page cut short after two hits proves the timing lets two hits be found before a
     // cancel; the second page, cut at the same moment, must then hold none of them, since hits
     // found in time are not the first of the order and no offset can be counted over them.
     let mut two_found = false;
-    for delay_us in (0..60).map(|k| 50 * k) {
-        let first = cancelled_after(0, delay_us);
+    for delay_us in cancel_delays() {
+        let first = cancelled_after(&search, 0, 2, delay_us);
         two_found |= first.stopped == Some(StopReason::Cancelled) && first.hits.len() == 2;
-        let second = cancelled_after(1, delay_us);
+        let second = cancelled_after(&search, 1, 1, delay_us);
         if second.stopped == Some(StopReason::Cancelled) {
             assert!(second.hits.is_empty(), "{:?}", second.hits);
             assert!(!second.complete);

@@ -391,4 +391,60 @@ mod tests {
             Some(again.revision)
         );
     }
+
+    /// One revision committed twice with different files (here a removal that sets no revision)
+    /// must not pass for the commit the store caught up to: the store names a commit by its
+    /// revision and the digest of its files.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_is_stale_when_the_same_revision_holds_other_files() {
+        use index_contract::{RemoveRequest, RepositoryIndexBackend};
+        let repo = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        write(
+            repo.path(),
+            "src/net.py",
+            "def open_socket(host):\n    \"\"\"Connect to the server over the network.\"\"\"\n",
+        );
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def sort_numbers(items):\n    \"\"\"Order the numbers from small to large.\"\"\"\n",
+        );
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        let r = index.refresh("head", None).unwrap();
+        let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+        engine.catch_up(&index, None).unwrap();
+        let backend = CompositeBackend {
+            index: index.clone(),
+            semantic: engine.clone(),
+        };
+        let ask = || {
+            backend.search(SearchRequest::new(
+                "connect to a remote server",
+                SearchMode::Semantic,
+            ))
+        };
+        let found = ask().await.unwrap();
+        assert_eq!(found.status.state, IndexState::Ready);
+        assert!(found.hits.iter().any(|h| h.path == "src/net.py"));
+
+        // The trigram index drops a file and keeps attesting the same revision.
+        index
+            .remove(RemoveRequest::new(vec!["src/net.py".into()]))
+            .await
+            .unwrap();
+        assert_eq!(
+            index.current_status().source_revision.as_deref(),
+            Some(r.revision.as_str())
+        );
+        let lagging = ask().await.unwrap();
+        assert_eq!(lagging.status.state, IndexState::Stale);
+        assert!(lagging.hits.is_empty());
+
+        // Caught up, the store no longer holds the removed file.
+        engine.catch_up(&index, None).unwrap();
+        let served = ask().await.unwrap();
+        assert_eq!(served.status.state, IndexState::Ready);
+        assert!(served.hits.iter().all(|h| h.path != "src/net.py"));
+    }
 }

@@ -28,6 +28,9 @@ pub enum PgIndexError {
     },
     /// The database does not use UTF-8, which the trigram pre-filter needs.
     NotUtf8,
+    /// The database's locale lowers text in ways the case-insensitive pre-filter cannot follow
+    /// (an ICU provider, or a Turkic ctype): it could drop real matches, so it is refused.
+    UnsafeLocale,
     /// The database holds a schema version newer than this crate knows.
     SchemaTooNew {
         /// The newest version applied to the database.
@@ -71,6 +74,9 @@ impl std::fmt::Display for PgIndexError {
                 write!(f, "a statement failed{}", code(sqlstate))
             }
             PgIndexError::NotUtf8 => f.write_str("the database encoding is not UTF8"),
+            PgIndexError::UnsafeLocale => f.write_str(
+                "the database's locale (ICU, or a Turkic ctype) folds case unlike the pre-filter",
+            ),
             PgIndexError::SchemaTooNew { found } => write!(
                 f,
                 "the database schema is at version {found}, newer than this build knows"

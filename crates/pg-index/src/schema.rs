@@ -96,6 +96,21 @@ async fn applied(client: &Client) -> Result<i32, PgIndexError> {
     Ok(row.get(0))
 }
 
+/// Whether a database locale lowers text as the pre-filter assumes. `ILIKE` and `pg_trgm` lower
+/// with the database's default collation: under a Turkic ctype `lower('I')` is a dotless `ı`, so
+/// `-i` on `int` would miss `INT`; an ICU provider lowers by context (a final sigma), so a word
+/// cut out of a longer one lowers differently. Either could drop a real match before
+/// verification sees it. The libc and builtin providers with any other ctype lower each letter
+/// on its own.
+fn locale_is_safe(provider: &str, ctype: &str) -> bool {
+    let turkic = ["tr", "az", "crh", "tt"].iter().any(|l| {
+        ctype
+            .strip_prefix(l)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['_', '.', '@', '-']))
+    });
+    matches!(provider, "c" | "b") && !turkic
+}
+
 /// Checks the encoding and applies the missing migrations. A database already at the newest
 /// version is only read, so a role without `CREATE` (a read-only agent) connects fine. A
 /// `read_only` index never migrates: it needs a schema a writer created, of any version it can
@@ -107,6 +122,16 @@ pub(crate) async fn migrate(client: &Client, read_only: bool) -> Result<(), PgIn
         .get(0);
     if encoding != "UTF8" {
         return Err(PgIndexError::NotUtf8);
+    }
+    let locale = client
+        .query_one(
+            "SELECT datlocprovider::text, datctype FROM pg_database
+              WHERE datname = current_database()",
+            &[],
+        )
+        .await?;
+    if !locale_is_safe(locale.get(0), locale.get(1)) {
+        return Err(PgIndexError::UnsafeLocale);
     }
     let found = applied(client).await?;
     if found > SCHEMA_VERSION {
@@ -144,4 +169,32 @@ pub(crate) async fn migrate(client: &Client, read_only: bool) -> Result<(), PgIn
     }
     client.batch_execute("COMMIT").await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::locale_is_safe;
+
+    fn check(provider: &str, ctype: &str, expected: bool) {
+        assert_eq!(
+            locale_is_safe(provider, ctype),
+            expected,
+            "{provider} {ctype}"
+        );
+    }
+
+    #[test]
+    fn locales_that_fold_case_unlike_the_prefilter_are_refused() {
+        check("c", "C.UTF-8", true);
+        check("c", "en_US.UTF-8", true);
+        check("c", "C", true);
+        check("b", "C.UTF-8", true);
+        check("c", "tr_TR.UTF-8", false);
+        check("c", "az_AZ.UTF-8", false);
+        check("c", "tr", false);
+        check("c", "tt_RU@iqtelif", false);
+        check("c", "ta_IN.UTF-8", true);
+        check("i", "en_US.UTF-8", false);
+        check("i", "und", false);
+    }
 }

@@ -1,3 +1,6 @@
+//! The chunker's tests: one `check(path, source, expected)` per language and shape, and the
+//! property that every byte of a file is in exactly one chunk.
+
 use proptest::prelude::*;
 
 use super::syntax::{ALONE_BYTES, MAX_PARSE_BYTES, language_for};

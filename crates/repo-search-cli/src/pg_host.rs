@@ -13,8 +13,8 @@
 //!   commit's content does not change, so the index is current for what was asked however long
 //!   ago it was pushed.
 //!
-//! Credentials never leave [`tokio_postgres::Config`]: every error is a fixed [`Failure`], and
-//! nothing here prints the URL.
+//! Credentials never leave the driver's `tokio_postgres::Config`: every error is a fixed
+//! [`Failure`], and nothing here prints the URL.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

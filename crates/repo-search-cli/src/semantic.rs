@@ -320,10 +320,9 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_store_behind_the_trigram_index_is_refused_as_stale_then_caught_up() {
+    /// A worktree of two documented Python functions, and an index directory for it.
+    fn two_functions() -> (tempfile::TempDir, tempfile::TempDir) {
         let repo = tempfile::tempdir().unwrap();
-        let store = tempfile::tempdir().unwrap();
         write(
             repo.path(),
             "src/net.py",
@@ -334,6 +333,12 @@ mod tests {
             "src/sort.py",
             "def sort_numbers(items):\n    \"\"\"Order the numbers from small to large.\"\"\"\n",
         );
+        (repo, tempfile::tempdir().unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_behind_the_trigram_index_is_refused_as_stale_then_caught_up() {
+        let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
         let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
@@ -398,18 +403,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_store_is_stale_when_the_same_revision_holds_other_files() {
         use index_contract::{RemoveRequest, RepositoryIndexBackend};
-        let repo = tempfile::tempdir().unwrap();
-        let store = tempfile::tempdir().unwrap();
-        write(
-            repo.path(),
-            "src/net.py",
-            "def open_socket(host):\n    \"\"\"Connect to the server over the network.\"\"\"\n",
-        );
-        write(
-            repo.path(),
-            "src/sort.py",
-            "def sort_numbers(items):\n    \"\"\"Order the numbers from small to large.\"\"\"\n",
-        );
+        let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         let r = index.refresh("head", None).unwrap();
         let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());

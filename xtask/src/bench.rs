@@ -43,7 +43,10 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         ci::ripgrep()?;
         literal_vs_rg(&bin)?;
     }
-    if linux {
+    if linux && args.iter().any(|a| a == "--semantic") {
+        ci::tools()?;
+        semantic_vs_trigram(&bin)?;
+    } else if linux {
         ci::ripgrep()?;
         index_vs_codesearch(&bin)?;
     }
@@ -468,6 +471,111 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     );
     println!("raw: {}", ours.trim());
     println!("raw mcp: {}", mcp.trim());
+    Ok(())
+}
+
+/// The semantic store on Linux beside the trigram index, both built by the CLI from scratch in
+/// the same run (`repo-search index`, without and with `--model-dir`), then queried through one
+/// MCP server (`semantic-probe`).
+fn semantic_vs_trigram(bin: &Path) -> Result<(), String> {
+    let dir = corpus::linux()?;
+    let cli = bin.join("repo-search");
+    let model = crate::model::model_dir();
+    let trigram_dir = root().join("target/corpus/linux.trigram-index");
+    let both_dir = root().join("target/corpus/linux.semantic-index");
+    let build = |index_dir: &Path, with_model: bool| -> Result<f64, String> {
+        let _ = std::fs::remove_dir_all(index_dir);
+        let mut cmd = Command::new(&cli);
+        cmd.arg("index")
+            .arg("--root")
+            .arg(&dir)
+            .arg("--index-dir")
+            .arg(index_dir)
+            .stdout(Stdio::null());
+        if with_model {
+            cmd.arg("--model-dir").arg(&model);
+        }
+        Ok(time(&mut cmd)?.0)
+    };
+    let trigram_ms = build(&trigram_dir, false)?;
+    let both_ms = build(&both_dir, true)?;
+    let du = |p: &Path| -> u64 {
+        std::fs::read_dir(p).map_or(0, |entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok().filter(|m| m.is_file()))
+                .map(|m| m.len())
+                .sum()
+        })
+    };
+    let semantic_bytes = du(&both_dir.join("semantic"));
+    let trigram_bytes = du(&trigram_dir);
+    let corpus_bytes: u64 = String::from_utf8_lossy(
+        &Command::new("du")
+            .args(["-sb", "--exclude=.git"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| e.to_string())?
+            .stdout,
+    )
+    .split_whitespace()
+    .next()
+    .and_then(|n| n.parse().ok())
+    .unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&trigram_dir);
+    let probe = probe_output(
+        Command::new(bin.join("semantic-probe"))
+            .arg(&cli)
+            .arg(&dir)
+            .arg(&both_dir)
+            .arg(&model),
+        "semantic-probe",
+    )?;
+    let field = |name: &str| json_number(&probe, name);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("\nsemantic store vs trigram index, Linux 6.12, {cores} cores, one run");
+    println!(
+        "{:<52} {:>12} {:>12} {:>8}",
+        "figure", "semantic", "trigram", "ratio"
+    );
+    let row =
+        |name: &str, o: f64, p: f64| println!("{name:<52} {o:>12.1} {p:>12.1} {:>8.3}", o / p);
+    row(
+        "full index, s (semantic: both indexes, one command)",
+        both_ms / 1000.0,
+        trigram_ms / 1000.0,
+    );
+    let share = |b: u64| b as f64 / corpus_bytes.max(1) as f64;
+    println!(
+        "{:<52} {:>12.3} {:>12.3} {:>8.3}",
+        "index size / corpus",
+        share(semantic_bytes),
+        share(trigram_bytes),
+        share(semantic_bytes) / share(trigram_bytes).max(f64::MIN_POSITIVE)
+    );
+    row(
+        "warm query p50, ms (trigram: common identifiers)",
+        field("semantic_p50_ms"),
+        field("indexed_p50_ms"),
+    );
+    row(
+        "warm query p95, ms",
+        field("semantic_p95_ms"),
+        field("indexed_p95_ms"),
+    );
+    println!(
+        "{:<52} {:>12.1}",
+        "first semantic call of a new server, ms",
+        field("first_call_ms")
+    );
+    println!(
+        "{:<52} {:>12.1} (max {:.1}, {} of 7 missed the write)",
+        "write a file, then a semantic call, p50 ms",
+        field("after_write_p50_ms"),
+        field("after_write_max_ms"),
+        field("after_write_misses")
+    );
+    println!("raw: {}", probe.trim());
     Ok(())
 }
 

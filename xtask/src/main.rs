@@ -36,7 +36,9 @@ commands:
            [--rerank-queries N] [--rerank-depth N] [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus; --corpus linux
-           --backend postgres: the PostgreSQL backend beside the embedded index and rg
+           --backend postgres: the PostgreSQL backend beside the embedded index and rg;
+           --corpus linux --semantic: the semantic store's build and queries beside the
+           trigram index's
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
   fuzz     run the cargo-fuzz targets [--seconds N (60)] [--target T]
   chaos    run the chaos suite in a loop until the first failure [--minutes N (10)]

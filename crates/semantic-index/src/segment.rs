@@ -6,12 +6,18 @@
 //! | section | content |
 //! | --- | --- |
 //! | files | per file 28 bytes: path offset and length (into strings), version, first chunk, chunk count, path prior (f32) |
-//! | chunks | per chunk 64 bytes: file, first line, last line, snippet line, snippet offset and length, BM25 length, 0, sha256 |
-//! | strings | paths, snippets and terms, back to back |
+//! | chunks | per chunk 44 bytes: file, first line, last line, snippet line, snippet offset and length, BM25 length, the first 16 bytes of the sha256 of its text |
+//! | strings | paths and snippets, back to back |
 //! | dense | per chunk `dim` int8 values |
 //! | scales | per chunk one f32: `v[i] ≈ q[i] · scale` |
-//! | dictionary | per term 16 bytes, terms in byte order: term offset and length, postings offset and count |
-//! | postings | per term, varint pairs (chunk or file id delta, term frequency) |
+//! | dictionary | the terms in byte order, in blocks of [`TERMS_PER_BLOCK`]: first one u32 per block (where its entries start, after this index), then per term the varints shared prefix length (0 at a block's head), suffix length, the suffix, and its postings offset (absolute at a block's head, else from the previous term's) |
+//! | postings | per term, a varint count, then varint pairs (chunk or file id delta, term frequency) |
+//!
+//! The dictionary is front-coded because Linux has about seven million distinct terms (most of
+//! them identifiers that occur once): fixed 16-byte rows and whole strings made it the largest
+//! part of the store after the vectors. A lookup binary-searches the block heads and decodes one
+//! block. Sixteen bytes of a chunk's sha256 are enough to reuse a vector by content: a collision
+//! needs about 2^64 chunks.
 //!
 //! Terms live in three name spaces: a chunk's BM25 sub-tokens as they are, the sub-tokens of the
 //! names its definition lines introduce behind [`DEFINITION`], and the sub-tokens of a file's name
@@ -26,16 +32,26 @@ use memmap2::Mmap;
 
 use crate::StoreError;
 
-const MAGIC: &[u8; 8] = b"RSSEMSG1";
+const MAGIC: &[u8; 8] = b"RSSEMSG2";
 const HEADER: usize = 8 + 4 * 4 + 8 * 8;
 const FILE_ROW: usize = 28;
-const CHUNK_ROW: usize = 64;
-const TERM_ROW: usize = 16;
+const CHUNK_ROW: usize = 44;
+/// Terms per front-coded block of the dictionary.
+const TERMS_PER_BLOCK: usize = 16;
+/// The bytes of a chunk's sha256 a segment keeps.
+pub(crate) const HASH_BYTES: usize = 16;
 
 /// The prefix of a definition-name term.
 pub(crate) const DEFINITION: char = '\u{1}';
 /// The prefix of a file-name term.
 pub(crate) const FILE_NAME: char = '\u{2}';
+
+/// The part of a chunk's sha256 a segment keeps: the key by which vectors are reused.
+pub(crate) fn stored_hash(hash: &[u8; 32]) -> [u8; HASH_BYTES] {
+    let mut short = [0; HASH_BYTES];
+    short.copy_from_slice(&hash[..HASH_BYTES]);
+    short
+}
 
 /// A file ready to be written: its chunks, each with everything a query reads.
 pub(crate) struct FileData {
@@ -65,17 +81,12 @@ pub(crate) struct ChunkData {
 pub(crate) struct FileRow<'a> {
     pub(crate) path: &'a str,
     pub(crate) version: u64,
-    pub(crate) first_chunk: u32,
-    pub(crate) chunks: u32,
-    pub(crate) prior: f32,
 }
 
 /// One chunk of a segment.
 pub(crate) struct ChunkRow<'a> {
-    pub(crate) file: u32,
     pub(crate) snippet_line: u32,
     pub(crate) snippet: &'a str,
-    pub(crate) length: u32,
 }
 
 /// Serialises `files` as a segment of `dim`-wide vectors.
@@ -113,11 +124,10 @@ pub(crate) fn encode(files: &[FileData], dim: usize) -> Vec<u8> {
                 soff,
                 slen,
                 c.length,
-                0,
             ] {
                 chunk_rows.extend_from_slice(&v.to_le_bytes());
             }
-            chunk_rows.extend_from_slice(&c.hash);
+            chunk_rows.extend_from_slice(&c.hash[..HASH_BYTES]);
             dense.extend(c.vector.iter().map(|&x| x as u8));
             scales.extend_from_slice(&c.scale.to_le_bytes());
             for (t, tf) in &c.terms {
@@ -141,14 +151,28 @@ pub(crate) fn encode(files: &[FileData], dim: usize) -> Vec<u8> {
     }
     let mut terms: Vec<(&str, Vec<(u32, u32)>)> = postings.into_iter().collect();
     terms.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let mut dict = Vec::with_capacity(terms.len() * TERM_ROW);
+    let mut heads = Vec::with_capacity(terms.len().div_ceil(TERMS_PER_BLOCK) * 4);
+    let mut entries = Vec::new();
     let mut post = Vec::new();
-    for (t, list) in &terms {
-        let (off, len) = put(t);
-        dict.extend_from_slice(&off.to_le_bytes());
-        dict.extend_from_slice(&len.to_le_bytes());
-        dict.extend_from_slice(&(post.len() as u32).to_le_bytes());
-        dict.extend_from_slice(&(list.len() as u32).to_le_bytes());
+    let (mut previous, mut previous_at): (&[u8], u32) = (&[], 0);
+    for (i, (t, list)) in terms.iter().enumerate() {
+        let t = t.as_bytes();
+        let at = post.len() as u32;
+        if i % TERMS_PER_BLOCK == 0 {
+            heads.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+            varint(&mut entries, 0);
+            varint(&mut entries, t.len() as u32);
+            entries.extend_from_slice(t);
+            varint(&mut entries, at);
+        } else {
+            let shared = previous.iter().zip(t).take_while(|(a, b)| a == b).count();
+            varint(&mut entries, shared as u32);
+            varint(&mut entries, (t.len() - shared) as u32);
+            entries.extend_from_slice(&t[shared..]);
+            varint(&mut entries, at - previous_at);
+        }
+        (previous, previous_at) = (t, at);
+        varint(&mut post, list.len() as u32);
         let mut last = 0u32;
         for &(id, tf) in list {
             varint(&mut post, id - last);
@@ -156,6 +180,8 @@ pub(crate) fn encode(files: &[FileData], dim: usize) -> Vec<u8> {
             last = id;
         }
     }
+    let mut dict = heads;
+    dict.extend_from_slice(&entries);
     let mut out = Vec::with_capacity(
         HEADER
             + file_rows.len()
@@ -254,7 +280,7 @@ impl Segment {
             && at[2] - at[1] == nc * CHUNK_ROW
             && at[4] - at[3] == nc * d
             && at[5] - at[4] == nc * 4
-            && at[6] - at[5] == nt * TERM_ROW;
+            && at[6] - at[5] >= nt.div_ceil(TERMS_PER_BLOCK) * 4;
         if !sizes_fit {
             return Err(StoreError::Corrupt);
         }
@@ -283,6 +309,16 @@ impl Segment {
         .unwrap_or_default()
     }
 
+    /// A file's first chunk, chunk count and path prior, without reading its path.
+    pub(crate) fn file_chunks(&self, i: u32) -> (u32, u32, f32) {
+        let r = self.at[0] + i as usize * FILE_ROW;
+        (
+            self.u32_at(r + 16),
+            self.u32_at(r + 20),
+            f32::from_bits(self.u32_at(r + 24)),
+        )
+    }
+
     pub(crate) fn file(&self, i: u32) -> FileRow<'_> {
         let r = self.at[0] + i as usize * FILE_ROW;
         let mut v = [0u8; 8];
@@ -290,19 +326,14 @@ impl Segment {
         FileRow {
             path: self.string(self.u32_at(r), self.u32_at(r + 4)),
             version: u64::from_le_bytes(v),
-            first_chunk: self.u32_at(r + 16),
-            chunks: self.u32_at(r + 20),
-            prior: f32::from_bits(self.u32_at(r + 24)),
         }
     }
 
     pub(crate) fn chunk(&self, i: u32) -> ChunkRow<'_> {
         let r = self.at[1] + i as usize * CHUNK_ROW;
         ChunkRow {
-            file: self.u32_at(r),
             snippet_line: self.u32_at(r + 12),
             snippet: self.string(self.u32_at(r + 16), self.u32_at(r + 20)),
-            length: self.u32_at(r + 24),
         }
     }
 
@@ -318,8 +349,8 @@ impl Segment {
 
     /// A chunk's content hash.
     pub(crate) fn chunk_hash(&self, i: u32) -> &[u8] {
-        let r = self.at[1] + i as usize * CHUNK_ROW;
-        &self.map[r + 32..r + 64]
+        let r = self.at[1] + i as usize * CHUNK_ROW + 28;
+        &self.map[r..r + HASH_BYTES]
     }
 
     /// The whole int8 matrix, row-major.
@@ -339,25 +370,82 @@ impl Segment {
 
     /// The postings of `term`: (chunk or file id, term frequency), ids ascending.
     pub(crate) fn postings(&self, term: &str) -> Vec<(u32, u32)> {
-        let (mut lo, mut hi) = (0usize, self.n_terms as usize);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let r = self.at[5] + mid * TERM_ROW;
-            let t = self.string(self.u32_at(r), self.u32_at(r + 4));
-            match t.as_bytes().cmp(term.as_bytes()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let (off, count) = (self.u32_at(r + 8), self.u32_at(r + 12));
-                    return self.decode(self.at[6] + off as usize, count);
-                }
-            }
+        let mut out = Vec::new();
+        if let Some(list) = self.lookup(term) {
+            out.reserve(list.1 as usize);
+            self.each_posting(list, |id, tf| out.push((id, tf)));
         }
-        Vec::new()
+        out
     }
 
-    fn decode(&self, mut at: usize, count: u32) -> Vec<(u32, u32)> {
-        let mut out = Vec::with_capacity(count as usize);
+    /// Where the postings of `term` start (past their count), and how many there are (ids of
+    /// deleted files included).
+    pub(crate) fn lookup(&self, term: &str) -> Option<(usize, u32)> {
+        let term = term.as_bytes();
+        let blocks = (self.n_terms as usize).div_ceil(TERMS_PER_BLOCK);
+        let entries = self.at[5] + blocks * 4;
+        let block_at = |b: usize| entries + self.u32_at(self.at[5] + b * 4) as usize;
+        // The last block whose head is at most `term`.
+        let (mut lo, mut hi) = (0usize, blocks);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let mut at = block_at(mid);
+            let (_, len) = (self.varint(&mut at)?, self.varint(&mut at)? as usize);
+            let head = self.map.get(at..at + len)?;
+            if head <= term {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let block = lo.checked_sub(1)?;
+        let mut at = block_at(block);
+        let mut current: Vec<u8> = Vec::new();
+        let mut postings = 0usize;
+        let first = block * TERMS_PER_BLOCK;
+        for i in first..(first + TERMS_PER_BLOCK).min(self.n_terms as usize) {
+            let shared = self.varint(&mut at)? as usize;
+            let len = self.varint(&mut at)? as usize;
+            current.truncate(shared);
+            current.extend_from_slice(self.map.get(at..at + len)?);
+            at += len;
+            let offset = self.varint(&mut at)? as usize;
+            postings = if i == first {
+                offset
+            } else {
+                postings + offset
+            };
+            match current.as_slice().cmp(term) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    let mut list = self.at[6] + postings;
+                    let count = self.varint(&mut list)?;
+                    return Some((list, count));
+                }
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+
+    /// The varint at `at` (moved past it), or `None` past the end of the map.
+    fn varint(&self, at: &mut usize) -> Option<u32> {
+        let mut v = 0u32;
+        let mut shift = 0;
+        loop {
+            let b = *self.map.get(*at)?;
+            *at += 1;
+            v |= u32::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+            shift += 7;
+        }
+    }
+
+    /// Calls `f(id, term frequency)` for each posting of a list [`Segment::lookup`] found,
+    /// decoding in place.
+    pub(crate) fn each_posting(&self, (mut at, count): (usize, u32), mut f: impl FnMut(u32, u32)) {
         let end = self.at[7];
         let mut next = || {
             let mut v = 0u32;
@@ -377,8 +465,67 @@ impl Segment {
         for _ in 0..count {
             id = id.wrapping_add(next());
             let tf = next();
-            out.push((id, tf));
+            f(id, tf);
         }
-        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_front_coded_dictionary_finds_every_term_and_no_other() {
+        // Terms with long shared prefixes, across many blocks, with a one-term last block.
+        let mut words: Vec<String> = (0..16 * 9 + 1)
+            .map(|i| format!("alloc{}page{}", i % 13, i))
+            .collect();
+        words.extend(["a", "b", "zz", "ünïcode", "\u{1}allocpage", "\u{2}mm"].map(str::to_owned));
+        let files: Vec<FileData> = words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| FileData {
+                path: format!("f{i}.c"),
+                version: 1,
+                prior: 0.5,
+                chunks: vec![ChunkData {
+                    start_line: 1,
+                    end_line: 1,
+                    snippet_line: 1,
+                    snippet: w.clone(),
+                    hash: [i as u8; 32],
+                    length: 2,
+                    terms: vec![(w.clone(), 1 + i as u32 % 3), ("common".to_owned(), 1)],
+                    vector: vec![1, -1, 0, 2],
+                    scale: 0.5,
+                }],
+            })
+            .collect();
+        let bytes = encode(&files, 4);
+        let dir = std::env::temp_dir().join(format!("segment-dict-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("seg");
+        std::fs::write(&path, &bytes).expect("write");
+        let seg = Segment::open(&path, crc32fast::hash(&bytes)).expect("opens");
+        for (i, w) in words.iter().enumerate() {
+            assert_eq!(seg.postings(w), vec![(i as u32, 1 + i as u32 % 3)], "{w:?}");
+            assert_eq!(seg.chunk_hash(i as u32), &[i as u8; HASH_BYTES]);
+        }
+        let common = seg.postings("common");
+        assert_eq!(common.len(), words.len());
+        assert!(common.iter().enumerate().all(|(i, &p)| p == (i as u32, 1)));
+        for absent in [
+            "",
+            "0",
+            "alloc",
+            "alloc0page",
+            "alloc12page999",
+            "zzz",
+            "\u{0}",
+            "ü",
+        ] {
+            assert_eq!(seg.lookup(absent), None, "{absent:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -30,7 +30,9 @@ use sha2::{Digest, Sha256};
 
 use crate::chunk::chunk_file;
 use crate::rank::{Weights, combine, quantize};
-use crate::segment::{ChunkData, DEFINITION, FILE_NAME, FileData, Segment, encode};
+use crate::segment::{
+    ChunkData, DEFINITION, FILE_NAME, FileData, HASH_BYTES, Segment, encode, stored_hash,
+};
 use crate::statics::StaticModel;
 use crate::text::sub_tokens;
 
@@ -39,7 +41,8 @@ const MANIFEST: &str = "MANIFEST";
 /// The manifest format this version writes and reads. It also names the chunker and the
 /// definition names behind a store's chunks: a store built by another is rebuilt, not mixed.
 /// 2: tree-sitter chunks, definition names from the syntax tree.
-const FORMAT: u32 = 2;
+/// 3: a front-coded dictionary and 16-byte content hashes (segment magic `RSSEMSG2`).
+const FORMAT: u32 = 3;
 /// The IDF table is computed over the chunks of at most this many files.
 pub const IDF_SAMPLE_FILES: usize = 4000;
 /// A build writes a segment each time this many chunks have accumulated, which bounds its memory.
@@ -169,6 +172,9 @@ pub struct Store {
     live_chunks: usize,
     /// Mean BM25 length of the live chunks.
     avg_length: f32,
+    /// Per segment, per chunk: its BM25 length, read once here rather than from its row by
+    /// every query.
+    lengths: Vec<Vec<f32>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -219,6 +225,7 @@ impl Store {
             .collect();
         let mut segments = Vec::new();
         let mut deleted = Vec::new();
+        let mut lengths = Vec::new();
         let (mut live_chunks, mut total_length) = (0usize, 0u64);
         for entry in &manifest.segments {
             let reused = previous.and_then(|p| {
@@ -239,15 +246,22 @@ impl Store {
             for &f in &entry.deleted {
                 *dead.get_mut(f as usize).ok_or(StoreError::Corrupt)? = true;
             }
+            let mut seg_lengths = Vec::with_capacity(seg.n_chunks as usize);
             for c in 0..seg.n_chunks {
-                let row = seg.chunk(c);
-                if !dead.get(row.file as usize).copied().unwrap_or(true) {
+                let length = seg.chunk_length(c);
+                seg_lengths.push(length as f32);
+                if !dead
+                    .get(seg.chunk_file(c) as usize)
+                    .copied()
+                    .unwrap_or(true)
+                {
                     live_chunks += 1;
-                    total_length += u64::from(row.length);
+                    total_length += u64::from(length);
                 }
             }
             segments.push(seg);
             deleted.push(dead);
+            lengths.push(seg_lengths);
         }
         Ok(Store {
             dir: dir.to_path_buf(),
@@ -261,6 +275,7 @@ impl Store {
             deleted,
             idf,
             live_chunks,
+            lengths,
         })
     }
 
@@ -423,7 +438,16 @@ impl Store {
         if !upserts.is_empty() {
             let known = self.vectors_by_hash(&chunk_hashes(&upserts, read));
             let embedded = AtomicUsize::new(0);
-            let data = prepare(statics, &self.idf, &upserts, read, &known, &embedded);
+            let mut caches = token_caches(statics);
+            let data = prepare(
+                statics,
+                &self.idf,
+                &upserts,
+                read,
+                &known,
+                &embedded,
+                &mut caches,
+            );
             stats.files_read = upserts.len() - extra.len();
             stats.chunks = data.iter().map(|f| f.chunks.len()).sum();
             stats.embedded = embedded.load(Ordering::Relaxed);
@@ -451,8 +475,8 @@ impl Store {
     /// Where the store holds a chunk of each content hash in `wanted`.
     fn vectors_by_hash(
         &self,
-        wanted: &HashSet<[u8; 32]>,
-    ) -> HashMap<[u8; 32], (Arc<Segment>, u32)> {
+        wanted: &HashSet<[u8; HASH_BYTES]>,
+    ) -> HashMap<[u8; HASH_BYTES], (Arc<Segment>, u32)> {
         let mut known = HashMap::new();
         for seg in &self.segments {
             for c in 0..seg.n_chunks {
@@ -479,105 +503,38 @@ impl Store {
         let mut terms = sub_tokens(query);
         terms.sort();
         terms.dedup();
-        let n = self.live_chunks.max(1) as f32;
-        // Per segment, per chunk: the BM25 score and the definition matches; per file: name
-        // matches.
-        let per_chunk = |v| -> Vec<Vec<_>> {
-            self.segments
-                .iter()
-                .map(|s| vec![v; s.n_chunks as usize])
-                .collect()
-        };
-        let mut bm25: Vec<Vec<f32>> = per_chunk(0.0);
-        let mut defs: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
-        let mut names: Vec<HashMap<u32, u32>> = vec![HashMap::new(); self.segments.len()];
-        let live_chunk =
-            |si: usize, seg: &Segment, c: u32| !self.deleted[si][seg.chunk_file(c) as usize];
-        for t in &terms {
-            let per_seg: Vec<Vec<(u32, u32)>> = self
-                .segments
-                .iter()
-                .enumerate()
-                .map(|(si, seg)| {
-                    seg.postings(t)
-                        .into_iter()
-                        .filter(|&(c, _)| live_chunk(si, seg, c))
-                        .collect()
-                })
-                .collect();
-            let df: usize = per_seg.iter().map(Vec::len).sum();
-            if df > 0 {
-                let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
-                for (si, list) in per_seg.into_iter().enumerate() {
-                    for (c, tf) in list {
-                        let len = self.segments[si].chunk_length(c) as f32;
-                        bm25[si][c as usize] +=
-                            crate::bm25::term_score(idf, tf as f32, len, self.avg_length);
-                    }
-                }
-            }
-            for (si, seg) in self.segments.iter().enumerate() {
-                for (c, _) in seg.postings(&format!("{DEFINITION}{t}")) {
-                    *defs[si].entry(c).or_default() += 1;
-                }
-                for (f, _) in seg.postings(&format!("{FILE_NAME}{t}")) {
-                    *names[si].entry(f).or_default() += 1;
-                }
-            }
-        }
-        let top_bm25 = bm25.iter().flatten().copied().fold(0.0f32, f32::max);
+        // A segment no later commit touched needs no per-chunk liveness check (most of them).
+        let whole: Vec<bool> = self.deleted.iter().map(|d| !d.contains(&true)).collect();
         let qv = query_vector(statics, &self.idf, self.live_chunks, query);
         let (q, qscale) = quantize(&qv);
-        // The cosine of every live chunk: a brute-force scan of the int8 matrices.
-        // One thread per segment, at most as many at once as there are cores.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut cosines: Vec<Vec<f32>> = Vec::with_capacity(self.segments.len());
-        for group in self.segments.chunks(threads.max(1)) {
-            let q = &q;
-            cosines.extend(std::thread::scope(|s| {
-                let running: Vec<_> = group
-                    .iter()
-                    .map(|seg| {
-                        s.spawn(move || scan(seg.dense(), seg.dim, q, qscale, |c| seg.scale(c)))
-                    })
-                    .collect();
-                running
-                    .into_iter()
-                    .map(|r| r.join().unwrap_or_default())
-                    .collect::<Vec<_>>()
-            }));
-        }
-        let cos_top = cosines
-            .iter()
-            .enumerate()
-            .flat_map(|(si, v)| {
-                let seg = &self.segments[si];
-                v.iter()
-                    .enumerate()
-                    .filter(move |&(c, _)| live_chunk(si, seg, c as u32))
-                    .map(|(_, &x)| x)
-            })
-            .fold(0.0f32, f32::max);
-        let share = |k: u32| {
+        // The lexical scores are computed on this thread while the others scan.
+        let (cosines, cos_top, lexical) =
+            self.cosines(&q, qscale, &whole, || self.lexical(&terms, &whole));
+        let Lexical {
+            bm25,
+            defs,
+            names,
+            top: top_bm25,
+        } = lexical;
+        let share = |k: u16| {
             if terms.is_empty() {
                 0.0
             } else {
-                k as f32 / terms.len() as f32
+                f32::from(k) / terms.len() as f32
             }
         };
+        // Every live file's best chunk, scored; paths and the scope are looked at only for the
+        // files whose score can reach the answer.
         let mut best: Vec<(f32, usize, u32, u32)> = Vec::new();
         for (si, seg) in self.segments.iter().enumerate() {
             for f in 0..seg.n_files {
                 if self.deleted[si][f as usize] {
                     continue;
                 }
-                let row = seg.file(f);
-                if row.chunks == 0 || !keep(row.path) {
-                    continue;
-                }
-                let name = share(names[si].get(&f).copied().unwrap_or(0));
+                let (first, chunks, prior) = seg.file_chunks(f);
+                let name = share(names[si].get(f as usize).copied().unwrap_or(0));
                 let mut top: Option<(f32, u32)> = None;
-                for c in row.first_chunk..row.first_chunk + row.chunks {
+                for c in first..first + chunks {
                     let lexical = if top_bm25 > 0.0 {
                         bm25[si][c as usize] / top_bm25
                     } else {
@@ -589,28 +546,32 @@ impl Store {
                     } else {
                         cos
                     };
-                    let definition = share(defs[si].get(&c).copied().unwrap_or(0));
+                    let definition = share(defs[si].get(c as usize).copied().unwrap_or(0));
                     let s = combine(weights, lexical, cosine, definition, name);
                     if top.is_none_or(|(b, _)| s > b) {
                         top = Some((s, c));
                     }
                 }
                 if let Some((s, c)) = top {
-                    let prior = row.prior.clamp(0.0, 1.0);
+                    let prior = prior.clamp(0.0, 1.0);
                     let score = (s * (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior)).clamp(0.0, 1.0);
-                    best.push((score, si, f, c));
+                    if score > 0.0 {
+                        best.push((score, si, f, c));
+                    }
                 }
             }
         }
         let path_of = |&(_, si, f, _): &(f32, usize, u32, u32)| self.segments[si].file(f).path;
-        best.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| search_order(path_of(a), path_of(b)))
-        });
-        let floor = best.first().map_or(0.0, |b| b.0 * RELATIVE_FLOOR);
-        best.into_iter()
-            .take_while(|b| b.0 >= floor && b.0 > 0.0)
-            .take(limit.min(MAX_ANSWER_FILES))
+        let kept = best_kept(
+            &mut best,
+            limit.min(MAX_ANSWER_FILES),
+            |b| b.0,
+            path_of,
+            keep,
+        );
+        let floor = kept.first().map_or(0.0, |b| b.0 * RELATIVE_FLOOR);
+        kept.into_iter()
+            .take_while(|b| b.0 >= floor)
             .map(|(score, si, f, c)| {
                 let seg = &self.segments[si];
                 let chunk = seg.chunk(c);
@@ -623,6 +584,212 @@ impl Store {
             })
             .collect()
     }
+
+    /// BM25 over the query's `terms`, per segment and chunk; definition-name matches per chunk and
+    /// file-name matches per file (allocated only for a segment with a match).
+    fn lexical(&self, terms: &[String], whole: &[bool]) -> Lexical {
+        let n = self.live_chunks.max(1) as f32;
+        let live_chunk = |si: usize, seg: &Segment, c: u32| {
+            whole[si] || !self.deleted[si][seg.chunk_file(c) as usize]
+        };
+        // Per segment, per chunk: the BM25 score and the definition matches; per file: name
+        // matches (the last two allocated only for a segment that has a match).
+        let mut bm25: Vec<Vec<f32>> = self
+            .segments
+            .iter()
+            .map(|s| vec![0.0; s.n_chunks as usize])
+            .collect();
+        let mut defs: Vec<Vec<u16>> = vec![Vec::new(); self.segments.len()];
+        let mut names: Vec<Vec<u16>> = vec![Vec::new(); self.segments.len()];
+        let count = |slot: &mut Vec<u16>, size: u32, id: u32| {
+            if slot.is_empty() {
+                slot.resize(size as usize, 0);
+            }
+            if let Some(x) = slot.get_mut(id as usize) {
+                *x = x.saturating_add(1);
+            }
+        };
+        for t in terms {
+            // A segment no commit touched is read in place; another's list is filtered first.
+            let lists: Vec<Postings> = self
+                .segments
+                .iter()
+                .enumerate()
+                .map(|(si, seg)| match seg.lookup(t) {
+                    Some(list) if whole[si] => Postings::InPlace(list),
+                    Some(_) => {
+                        let mut list = seg.postings(t);
+                        list.retain(|&(c, _)| live_chunk(si, seg, c));
+                        Postings::Listed(list)
+                    }
+                    None => Postings::Listed(Vec::new()),
+                })
+                .collect();
+            let df: usize = lists
+                .iter()
+                .map(|list| match list {
+                    Postings::InPlace((_, n)) => *n as usize,
+                    Postings::Listed(l) => l.len(),
+                })
+                .sum();
+            if df > 0 {
+                let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+                for (si, list) in lists.into_iter().enumerate() {
+                    let (seg, lengths) = (&self.segments[si], &self.lengths[si]);
+                    let scores = &mut bm25[si];
+                    let mut add = |c: u32, tf: u32| {
+                        if let (Some(x), Some(&len)) =
+                            (scores.get_mut(c as usize), lengths.get(c as usize))
+                        {
+                            *x += crate::bm25::term_score(idf, tf as f32, len, self.avg_length);
+                        }
+                    };
+                    match list {
+                        Postings::InPlace(list) => seg.each_posting(list, &mut add),
+                        Postings::Listed(l) => l.into_iter().for_each(|(c, tf)| add(c, tf)),
+                    }
+                }
+            }
+            for (si, seg) in self.segments.iter().enumerate() {
+                for (c, _) in seg.postings(&format!("{DEFINITION}{t}")) {
+                    count(&mut defs[si], seg.n_chunks, c);
+                }
+                for (f, _) in seg.postings(&format!("{FILE_NAME}{t}")) {
+                    count(&mut names[si], seg.n_files, f);
+                }
+            }
+        }
+        let top = bm25.iter().flatten().copied().fold(0.0f32, f32::max);
+        Lexical {
+            bm25,
+            defs,
+            names,
+            top,
+        }
+    }
+
+    /// The cosine of every chunk with the quantized query `q` (per segment, per chunk), the
+    /// largest among live chunks, and what `beside` returns. The matrices are cut into blocks
+    /// that the cores take in turn; this thread runs `beside` first, then takes blocks too.
+    fn cosines<R>(
+        &self,
+        q: &[i8],
+        qscale: f32,
+        whole: &[bool],
+        beside: impl FnOnce() -> R,
+    ) -> (Vec<Vec<f32>>, f32, R) {
+        const BLOCK: usize = 16_384;
+        let q16: Vec<i16> = q.iter().map(|&x| i16::from(x)).collect();
+        let mut out: Vec<Vec<f32>> = self
+            .segments
+            .iter()
+            .map(|s| vec![0.0; s.n_chunks as usize])
+            .collect();
+        let top = {
+            let mut jobs = Vec::new();
+            for (si, (seg, cos)) in self.segments.iter().zip(out.iter_mut()).enumerate() {
+                for (b, slot) in cos.chunks_mut(BLOCK).enumerate() {
+                    jobs.push((si, seg, (b * BLOCK) as u32, slot));
+                }
+            }
+            let jobs = std::sync::Mutex::new(jobs);
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let work = || {
+                let mut top = 0.0f32;
+                loop {
+                    let job = jobs.lock().ok().and_then(|mut j| j.pop());
+                    let Some((si, seg, base, slot)) = job else {
+                        break;
+                    };
+                    let start = base as usize * seg.dim;
+                    let rows = &seg.dense()[start..start + slot.len() * seg.dim];
+                    scan(slot, rows, seg.dim, &q16, qscale, &|c| seg.scale(base + c));
+                    for (c, &x) in slot.iter().enumerate() {
+                        let live = || {
+                            let file = seg.chunk_file(base + c as u32);
+                            !self.deleted[si][file as usize]
+                        };
+                        if x > top && (whole[si] || live()) {
+                            top = x;
+                        }
+                    }
+                }
+                top
+            };
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+                let beside = beside();
+                let mine = work();
+                let top = workers
+                    .into_iter()
+                    .map(|w| w.join().unwrap_or(0.0))
+                    .fold(mine, f32::max);
+                (top, beside)
+            })
+        };
+        (out, top.0, top.1)
+    }
+}
+
+/// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
+/// scores in path order. Only the best block of scores is sorted (one more block at a time when
+/// `keep` refuses too many): a query scores every file, and the answer needs a few.
+fn best_kept<'p, E: Copy>(
+    all: &mut [E],
+    wanted: usize,
+    score: impl Fn(&E) -> f32,
+    path: impl Fn(&E) -> &'p str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Vec<E> {
+    let mut kept = Vec::new();
+    let mut rest = all;
+    while kept.len() < wanted && !rest.is_empty() {
+        let all = std::mem::take(&mut rest);
+        let block = all.len().min(4 * wanted.max(64));
+        if block < all.len() {
+            all.select_nth_unstable_by(block - 1, |a, b| score(b).total_cmp(&score(a)));
+        }
+        // Scores equal to the block's last one may lie past it: they join the block, so that
+        // equal scores are put in path order together.
+        let cut = score(&all[block - 1]);
+        let mut end = block;
+        for i in block..all.len() {
+            if score(&all[i]) == cut {
+                all.swap(i, end);
+                end += 1;
+            }
+        }
+        let (head, tail) = all.split_at_mut(end);
+        head.sort_by(|a, b| {
+            score(b)
+                .total_cmp(&score(a))
+                .then_with(|| search_order(path(a), path(b)))
+        });
+        kept.extend(
+            head.iter()
+                .filter(|e| keep(path(e)))
+                .take(wanted - kept.len())
+                .copied(),
+        );
+        rest = tail;
+    }
+    kept
+}
+
+/// A term's postings in one segment.
+enum Postings {
+    /// Where they start in the segment and how many (every one live).
+    InPlace((usize, u32)),
+    /// The live ones, decoded.
+    Listed(Vec<(u32, u32)>),
+}
+
+/// The lexical side of a query: see [`Store::lexical`].
+struct Lexical {
+    bm25: Vec<Vec<f32>>,
+    defs: Vec<Vec<u16>>,
+    names: Vec<Vec<u16>>,
+    top: f32,
 }
 
 /// Paths compared component by component, as the trigram index orders them.
@@ -630,22 +797,146 @@ fn search_order(a: &str, b: &str) -> std::cmp::Ordering {
     a.split('/').cmp(b.split('/'))
 }
 
-/// The cosine of every row of `dense` (rows of `dim` int8 values, each with its scale) with the
-/// quantized query `q`, clamped to `[0, 1]`.
-fn scan(dense: &[u8], dim: usize, q: &[i8], qscale: f32, scale: impl Fn(u32) -> f32) -> Vec<f32> {
-    dense
-        .chunks_exact(dim)
-        .enumerate()
-        .map(|(c, row)| {
-            // Written as a plain multiply-add over i32 lanes so that the compiler vectorises it.
-            let dot: i32 = row
-                .iter()
-                .zip(q)
-                .map(|(&a, &b)| i32::from(a as i8) * i32::from(b))
-                .sum();
-            (dot as f32 * qscale * scale(c as u32)).clamp(0.0, 1.0)
-        })
-        .collect()
+/// Writes into `out` the cosine of each row of `rows` (rows of `dim` int8 values, row `c` with
+/// scale `scale(c)`) with the query `q16` (its int8 values widened), clamped to `[0, 1]`. The
+/// loop is compiled twice: for the baseline x86-64 (SSE2) and for AVX2, chosen per call by what
+/// the CPU has; both compute the same integers, so the same cosines.
+fn scan(
+    out: &mut [f32],
+    rows: &[u8],
+    dim: usize,
+    q16: &[i16],
+    qscale: f32,
+    scale: &dyn Fn(u32) -> f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: `scan_avx512` needs AVX-512 BW, which the CPU was just found to have.
+        #[allow(unsafe_code)]
+        return unsafe { scan_avx512(out, rows, dim, q16, qscale, scale) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `scan_avx2` needs AVX2, which the CPU was just found to have.
+        #[allow(unsafe_code)]
+        return unsafe { scan_avx2(out, rows, dim, q16, qscale, scale) };
+    }
+    scan_rows(out, rows, dim, q16, qscale, scale)
+}
+
+/// [`scan_rows`] with AVX2's widening multiply-add: sixteen int8 values of a row widened to
+/// i16, multiplied by the query's and summed in pairs into eight i32 lanes per instruction.
+/// Exact integer arithmetic, as in the portable loop.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn scan_avx2(
+    out: &mut [f32],
+    rows: &[u8],
+    dim: usize,
+    q16: &[i16],
+    qscale: f32,
+    scale: &dyn Fn(u32) -> f32,
+) {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_shuffle_epi32,
+        _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16, _mm256_extracti128_si256,
+        _mm256_loadu_si256, _mm256_madd_epi16, _mm256_setzero_si256,
+    };
+    let main = (dim - dim % 16).min(q16.len());
+    for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
+        let mut acc = _mm256_setzero_si256();
+        let mut i = 0;
+        while i + 16 <= main {
+            // SAFETY: `i + 16 <= main <= dim = row.len()` and `main <= q16.len()`, so both
+            // unaligned loads read inside their slices.
+            #[allow(unsafe_code)]
+            let (r, q) = unsafe {
+                (
+                    _mm_loadu_si128(row.as_ptr().add(i).cast::<__m128i>()),
+                    _mm256_loadu_si256(q16.as_ptr().add(i).cast::<__m256i>()),
+                )
+            };
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_cvtepi8_epi16(r), q));
+            i += 16;
+        }
+        let half = _mm_add_epi32(
+            _mm256_castsi256_si128(acc),
+            _mm256_extracti128_si256(acc, 1),
+        );
+        let pairs = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0b01_00_11_10));
+        let one = _mm_add_epi32(pairs, _mm_shuffle_epi32(pairs, 0b10_11_00_01));
+        let mut dot = _mm_cvtsi128_si32(one);
+        for (&a, &b) in row[i..].iter().zip(&q16[i.min(q16.len())..]) {
+            dot += i32::from(a as i8) * i32::from(b);
+        }
+        *slot = (dot as f32 * qscale * scale(c as u32)).clamp(0.0, 1.0);
+    }
+}
+
+/// [`scan_avx2`] twice as wide: 32 int8 values per widening multiply-add.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+fn scan_avx512(
+    out: &mut [f32],
+    rows: &[u8],
+    dim: usize,
+    q16: &[i16],
+    qscale: f32,
+    scale: &dyn Fn(u32) -> f32,
+) {
+    use std::arch::x86_64::{
+        __m256i, __m512i, _mm256_loadu_si256, _mm512_add_epi32, _mm512_cvtepi8_epi16,
+        _mm512_loadu_si512, _mm512_madd_epi16, _mm512_reduce_add_epi32, _mm512_setzero_si512,
+    };
+    let main = (dim - dim % 32).min(q16.len());
+    for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
+        let mut acc = _mm512_setzero_si512();
+        let mut i = 0;
+        while i + 32 <= main {
+            // SAFETY: `i + 32 <= main <= dim = row.len()` and `main <= q16.len()`, so both
+            // unaligned loads read inside their slices.
+            #[allow(unsafe_code)]
+            let (r, q) = unsafe {
+                (
+                    _mm256_loadu_si256(row.as_ptr().add(i).cast::<__m256i>()),
+                    _mm512_loadu_si512(q16.as_ptr().add(i).cast::<__m512i>()),
+                )
+            };
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_cvtepi8_epi16(r), q));
+            i += 32;
+        }
+        let mut dot = _mm512_reduce_add_epi32(acc);
+        for (&a, &b) in row[i..].iter().zip(&q16[i.min(q16.len())..]) {
+            dot += i32::from(a as i8) * i32::from(b);
+        }
+        *slot = (dot as f32 * qscale * scale(c as u32)).clamp(0.0, 1.0);
+    }
+}
+
+/// The portable scan: sixteen i32 lanes, which the compiler vectorises for the baseline.
+fn scan_rows(
+    out: &mut [f32],
+    rows: &[u8],
+    dim: usize,
+    q16: &[i16],
+    qscale: f32,
+    scale: &dyn Fn(u32) -> f32,
+) {
+    for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
+        let mut lanes = [0i32; 16];
+        let (row_main, row_tail) = row.split_at(dim - dim % 16);
+        let (q_main, q_tail) = q16.split_at((dim - dim % 16).min(q16.len()));
+        for (r, qq) in row_main.chunks_exact(16).zip(q_main.chunks_exact(16)) {
+            for k in 0..16 {
+                lanes[k] += i32::from(r[k] as i8) * i32::from(qq[k]);
+            }
+        }
+        let mut dot: i32 = lanes.iter().sum();
+        for (&a, &b) in row_tail.iter().zip(q_tail) {
+            dot += i32::from(a as i8) * i32::from(b);
+        }
+        *slot = (dot as f32 * qscale * scale(c as u32)).clamp(0.0, 1.0);
+    }
 }
 
 /// The IDF-weighted static vector of a text, as the chunks' vectors were made.
@@ -678,41 +969,75 @@ impl<'m> TokenCache<'m> {
     pub(crate) fn ids(&mut self, text: &str) -> Vec<u32> {
         let mut out = Vec::new();
         for piece in text.split_whitespace() {
-            if let Some(ids) = self.pieces.get(piece) {
-                out.extend_from_slice(ids);
+            if !piece.bytes().all(|b| b.is_ascii_graphic()) {
+                self.extend(piece, &mut out);
                 continue;
             }
-            let ids = self.statics.token_ids(piece);
-            out.extend_from_slice(&ids);
-            if self.pieces.len() >= Self::MAX_PIECES {
-                self.pieces.clear();
+            // In ASCII the tokenizer's pre-tokeniser makes each punctuation character a word of
+            // its own, and `for_embedding` only looks inside runs of letters and digits: so a
+            // piece's ids are those of its runs and punctuation bytes, each tokenised alone.
+            // Code repeats identifiers far more often than it repeats whole pieces
+            // (`f->f_op->read(f,`), so these are what the cache keeps.
+            let bytes = piece.as_bytes();
+            let mut start = 0;
+            while start < bytes.len() {
+                let end = if bytes[start].is_ascii_alphanumeric() {
+                    bytes[start..]
+                        .iter()
+                        .position(|b| !b.is_ascii_alphanumeric())
+                        .map_or(bytes.len(), |n| start + n)
+                } else {
+                    start + 1
+                };
+                self.extend(&piece[start..end], &mut out);
+                start = end;
             }
-            self.pieces.insert(piece.to_owned(), ids);
         }
         out
     }
+
+    /// Appends the ids of `key`, a piece the tokenizer reads without looking beyond it.
+    fn extend(&mut self, key: &str, out: &mut Vec<u32>) {
+        if let Some(ids) = self.pieces.get(key) {
+            out.extend_from_slice(ids);
+            return;
+        }
+        let ids = self.statics.token_ids(key);
+        out.extend_from_slice(&ids);
+        if self.pieces.len() >= Self::MAX_PIECES {
+            self.pieces.clear();
+        }
+        self.pieces.insert(key.to_owned(), ids);
+    }
 }
 
-/// Reads, chunks and embeds `files` on every core; chunks whose hash is in `known` take its
-/// vector. `embedded` counts the vectors computed.
+/// One token cache per core.
+fn token_caches(statics: &StaticModel) -> Vec<TokenCache<'_>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (0..threads).map(|_| TokenCache::new(statics)).collect()
+}
+
+/// Reads, chunks and embeds `files` on one thread per cache in `caches` (at most one per file);
+/// chunks whose hash is in `known` take its vector. `embedded` counts the vectors computed.
 fn prepare(
     statics: &StaticModel,
     idf: &[f32],
     files: &[&SourceFile],
     read: &(dyn Fn(&str) -> Option<String> + Sync),
-    known: &HashMap<[u8; 32], (Arc<Segment>, u32)>,
+    known: &HashMap<[u8; HASH_BYTES], (Arc<Segment>, u32)>,
     embedded: &AtomicUsize,
+    caches: &mut [TokenCache],
 ) -> Vec<FileData> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len().max(1));
+    let threads = caches.len().min(files.len()).max(1);
     let next = AtomicUsize::new(0);
     let top = (1.0 + (idf.len() as f32 + 0.5) / 0.5).ln();
     let mut out: Vec<(usize, FileData)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut cache = TokenCache::new(statics);
+        let workers: Vec<_> = caches
+            .iter_mut()
+            .take(threads)
+            .map(|cache| {
+                let next = &next;
+                s.spawn(move || {
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -720,7 +1045,7 @@ fn prepare(
                         let text = read(&f.path).filter(|t| t.len() <= MAX_FILE_BYTES);
                         let chunks = text.map_or_else(Vec::new, |t| {
                             chunk_data(&f.path, &t, |c| {
-                                if let Some((seg, id)) = known.get(&c.hash) {
+                                if let Some((seg, id)) = known.get(&stored_hash(&c.hash)) {
                                     return seg.vector(*id);
                                 }
                                 embedded.fetch_add(1, Ordering::Relaxed);
@@ -758,7 +1083,7 @@ fn prepare(
 fn chunk_hashes(
     files: &[&SourceFile],
     read: &(dyn Fn(&str) -> Option<String> + Sync),
-) -> HashSet<[u8; 32]> {
+) -> HashSet<[u8; HASH_BYTES]> {
     files
         .iter()
         .filter_map(|f| {
@@ -766,7 +1091,11 @@ fn chunk_hashes(
                 .filter(|t| t.len() <= MAX_FILE_BYTES)
                 .map(|t| (f, t))
         })
-        .flat_map(|(f, t)| chunk_file(&f.path, &t).into_iter().map(|c| c.hash))
+        .flat_map(|(f, t)| {
+            chunk_file(&f.path, &t)
+                .into_iter()
+                .map(|c| stored_hash(&c.hash))
+        })
         .collect()
 }
 
@@ -831,7 +1160,9 @@ fn build(
         .flatten()
         .map_or(0, |m| m.generation)
         + 1;
-    let (idf, idf_chunks) = idf_table(statics, files, read);
+    // One cache per core for the whole build: identifiers repeat across the tree.
+    let mut caches = token_caches(statics);
+    let (idf, idf_chunks) = idf_table(statics, files, read, &mut caches);
     let mut bytes = Vec::with_capacity(idf.len() * 4);
     for x in &idf {
         bytes.extend_from_slice(&x.to_le_bytes());
@@ -849,7 +1180,7 @@ fn build(
     let embedded = AtomicUsize::new(0);
     let all: Vec<&SourceFile> = files.iter().collect();
     for batch in all.chunks(2000) {
-        for f in prepare(statics, &idf, batch, read, &known, &embedded) {
+        for f in prepare(statics, &idf, batch, read, &known, &embedded, &mut caches) {
             pending_chunks += f.chunks.len();
             stats.files_read += 1;
             pending.push(f);
@@ -898,17 +1229,18 @@ fn idf_table(
     statics: &StaticModel,
     files: &[SourceFile],
     read: &(dyn Fn(&str) -> Option<String> + Sync),
+    caches: &mut [TokenCache],
 ) -> (Vec<f32>, usize) {
     let step = files.len().div_ceil(IDF_SAMPLE_FILES).max(1);
     let sample: Vec<&SourceFile> = files.iter().step_by(step).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = AtomicUsize::new(0);
     let vocab = statics.vocab_size();
     let (df, chunks) = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut cache = TokenCache::new(statics);
+        let workers: Vec<_> = caches
+            .iter_mut()
+            .map(|cache| {
+                let (next, sample) = (&next, &sample);
+                s.spawn(move || {
                     let mut df = vec![0u32; vocab];
                     let mut chunks = 0usize;
                     loop {
@@ -1098,12 +1430,97 @@ mod tests {
             "static int getUserName(struct file *f) {\n\treturn f->f_op->read(f, buf);\n}",
             "  Café déjà-vu: naïve “quotes” and 中文字符 in a_snake_case identifier.\r\n",
             "x\u{a0}y\tz\n\nHTTPResponse2 parse_http_response",
+            "__init__(self,*args,**kw):#x==y!=z;a[i]<<=2`q`@dec{}|~^$%&'\"?/\\",
+            "0x1F__attribute__((aligned(64)))struct_a9Bc_DEF123ghi->x",
+            "ab".repeat(70).as_str(),
+            format!("x.{}.y", "Q".repeat(120)).as_str(),
+            include_str!("store.rs"),
+            include_str!("chunk/syntax.rs"),
             "",
         ] {
             // Twice: the second time every piece comes from the cache.
             for _ in 0..2 {
-                assert_eq!(cache.ids(text), statics.token_ids(text), "{text:?}");
+                let head: String = text.chars().take(80).collect();
+                assert_eq!(cache.ids(text), statics.token_ids(text), "{head:?}");
             }
+        }
+    }
+
+    /// A small deterministic generator, so that a failure repeats.
+    fn lcg(state: &mut u64) -> u64 {
+        *state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        *state >> 33
+    }
+
+    #[test]
+    fn every_scan_kernel_the_cpu_has_computes_the_portable_cosines() {
+        let mut state = 7;
+        for dim in [256, 250, 32, 16, 7] {
+            let rows = 300;
+            let mut dense: Vec<u8> = (0..rows * dim).map(|_| lcg(&mut state) as u8).collect();
+            // The extremes of int8, where a widening multiply-add could overflow if it were wrong.
+            dense[..dim].fill(0x80);
+            dense[dim..2 * dim].fill(0x7f);
+            let mut q16: Vec<i16> = (0..dim)
+                .map(|_| (lcg(&mut state) % 255) as i16 - 127)
+                .collect();
+            q16[0] = -127;
+            let scales: Vec<f32> = (0..rows).map(|c| 1e-6 * (c + 1) as f32).collect();
+            let scale = |c: u32| scales[c as usize];
+            let mut expected = vec![0.0; rows];
+            scan_rows(&mut expected, &dense, dim, &q16, 0.01, &scale);
+            let mut got = vec![-1.0; rows];
+            scan(&mut got, &dense, dim, &q16, 0.01, &scale);
+            assert_eq!(got, expected, "dispatched scan, dim {dim}");
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            {
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    let mut got = vec![-1.0; rows];
+                    // SAFETY: the CPU has AVX2, checked just above.
+                    unsafe { scan_avx2(&mut got, &dense, dim, &q16, 0.01, &scale) };
+                    assert_eq!(got, expected, "AVX2 scan, dim {dim}");
+                }
+                if std::arch::is_x86_feature_detected!("avx512bw") {
+                    let mut got = vec![-1.0; rows];
+                    // SAFETY: the CPU has AVX-512 BW, checked just above.
+                    unsafe { scan_avx512(&mut got, &dense, dim, &q16, 0.01, &scale) };
+                    assert_eq!(got, expected, "AVX-512 scan, dim {dim}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_answer_is_the_best_kept_files_in_score_then_path_order() {
+        let mut state = 11;
+        for case in 0..200 {
+            let n = (lcg(&mut state) % 3000) as usize;
+            // Few distinct scores, so that ties are many and cross every block boundary.
+            let distinct = 1 + lcg(&mut state) % 40;
+            let paths: Vec<String> = (0..n)
+                .map(|i| format!("d{}/f{}.c", lcg(&mut state) % 7, i))
+                .collect();
+            let mut all: Vec<(f32, usize)> = (0..n)
+                .map(|i| ((1 + lcg(&mut state) % distinct) as f32 / 64.0, i))
+                .collect();
+            let refuse = lcg(&mut state) % 4;
+            let keep = |p: &str| refuse == 0 || !p.starts_with(&format!("d{refuse}"));
+            let wanted = [1, 10, 100][case % 3];
+            let mut expected = all.clone();
+            expected.sort_by(|a, b| {
+                b.0.total_cmp(&a.0)
+                    .then_with(|| search_order(&paths[a.1], &paths[b.1]))
+            });
+            let expected: Vec<(f32, usize)> = expected
+                .into_iter()
+                .filter(|e| keep(&paths[e.1]))
+                .take(wanted)
+                .collect();
+            let got = best_kept(&mut all, wanted, |e| e.0, |e| paths[e.1].as_str(), &keep);
+            assert_eq!(got, expected, "case {case}: {n} files, {distinct} scores");
         }
     }
 }

@@ -1,0 +1,208 @@
+//! Times `semantic` calls of `repo-search mcp` as an agent sees them, beside `indexed_literal`
+//! calls in the same server, for `cargo xtask bench --corpus linux --semantic`.
+//!
+//! `semantic-probe REPO_SEARCH ROOT INDEX_DIR MODEL_DIR` prints one JSON object:
+//! - `first_call_ms`: the first `semantic` call (it maps and checks every segment);
+//! - `semantic_p50_ms`, `semantic_p95_ms`: warm `semantic` calls, 20 descriptions twice over;
+//! - `indexed_p50_ms`, `indexed_p95_ms`: warm `indexed_literal` calls of 20 common identifiers
+//!   twice over, interleaved with the `semantic` calls so that the machine's load falls on both;
+//! - `after_write_p50_ms`, `after_write_max_ms`: a `semantic` call just after a file is written
+//!   (the call refreshes both indexes first), 7 times; `after_write_misses` counts the calls
+//!   whose answer did not hold the file written.
+//!
+//! Every call must answer without an error. The probe writes one scratch file at the root and
+//! removes it at the end.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+/// Descriptions of what kernel code does, in an agent's words.
+const DESCRIPTIONS: [&str; 20] = [
+    "allocate pages for the page cache",
+    "pick the next task to run on a cpu runqueue",
+    "copy data from user space into a kernel buffer",
+    "free an inode when its last link is removed",
+    "parse a kernel command line parameter",
+    "handle a page fault in user memory",
+    "register a network device with the stack",
+    "compute a crc32 checksum over a buffer",
+    "wait for a completion with a timeout",
+    "lock a mutex so that a signal can interrupt the wait",
+    "look up a block in an ext4 extent tree",
+    "send a signal to every process in a group",
+    "map a physical address range into kernel virtual memory",
+    "flush the tlb entries for a range of addresses",
+    "start a kernel thread bound to one cpu",
+    "drop a reference count and free the object at zero",
+    "convert a string to an unsigned integer with overflow checks",
+    "allocate a coherent buffer for dma",
+    "arm a timer that fires after a delay",
+    "read the entries of a directory",
+];
+
+/// Identifiers common in the kernel: dense `indexed_literal` answers.
+const IDENTIFIERS: [&str; 20] = [
+    "mutex_lock",
+    "kmalloc",
+    "spin_lock_irqsave",
+    "copy_from_user",
+    "list_for_each_entry",
+    "kfree",
+    "memcpy",
+    "EXPORT_SYMBOL",
+    "pr_err",
+    "rcu_read_lock",
+    "atomic_inc",
+    "dev_err",
+    "container_of",
+    "GFP_KERNEL",
+    "unlikely",
+    "WARN_ON",
+    "struct device",
+    "init_waitqueue_head",
+    "schedule_work",
+    "module_init",
+];
+
+struct Server {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Server {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        writeln!(self.stdin, "{line}").expect("write to the server");
+        self.stdin.flush().expect("flush");
+        loop {
+            let mut reply = String::new();
+            if self.stdout.read_line(&mut reply).expect("read") == 0 {
+                panic!("the server closed its output");
+            }
+            let v: Value = serde_json::from_str(&reply).expect("a JSON reply");
+            if v["id"] == json!(self.next) {
+                return v;
+            }
+        }
+    }
+
+    /// One `repo_search` call: its latency and its hits' paths. An error answer ends the probe.
+    fn call(&mut self, arguments: Value) -> (f64, Vec<String>) {
+        let started = Instant::now();
+        let v = self.request(
+            "tools/call",
+            json!({"name": "repo_search", "arguments": arguments.clone()}),
+        );
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let result = &v["result"];
+        assert!(
+            result["isError"] != json!(true) && v.get("error").is_none(),
+            "{arguments} failed: {v}"
+        );
+        let paths = result["structuredContent"]["hits"]
+            .as_array()
+            .map(|hits| {
+                hits.iter()
+                    .filter_map(|h| h["path"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (ms, paths)
+    }
+}
+
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [bin, root, index_dir, model_dir] = &args[..] else {
+        eprintln!("usage: semantic-probe REPO_SEARCH ROOT INDEX_DIR MODEL_DIR");
+        std::process::exit(2);
+    };
+    let mut child = Command::new(bin)
+        .args(["mcp", "--root", root, "--index-dir", index_dir])
+        .args(["--model-dir", model_dir])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start repo-search mcp");
+    let mut server = Server {
+        stdin: child.stdin.take().expect("stdin"),
+        stdout: BufReader::new(child.stdout.take().expect("stdout")),
+        child,
+        next: 0,
+    };
+    server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "semantic-probe", "version": "0"}}),
+    );
+    writeln!(
+        server.stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write");
+    let semantic = |q: &str| json!({"query": q, "mode": "semantic", "max_results": 10});
+    let indexed = |q: &str| json!({"query": q, "mode": "indexed_literal", "max_results": 10});
+    let (first_call_ms, _) = server.call(semantic(DESCRIPTIONS[0]));
+    server.call(indexed(IDENTIFIERS[0]));
+    let (mut sem, mut idx) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        for (d, i) in DESCRIPTIONS.iter().zip(IDENTIFIERS) {
+            let (ms, paths) = server.call(semantic(d));
+            assert!(!paths.is_empty(), "no semantic hit for {d:?}");
+            sem.push(ms);
+            idx.push(server.call(indexed(i)).0);
+        }
+    }
+    let scratch = Path::new(root).join("repo_search_probe_scratch.c");
+    let mut after_write = Vec::new();
+    let mut misses = 0;
+    for i in 0..7 {
+        // A function no kernel file has, so that the call can be checked to see the write.
+        let name = format!("zqxjv_marmalade_quokka_{i}_{}", std::process::id());
+        std::fs::write(
+            &scratch,
+            format!(
+                "/* Spread marmalade on the quokka's toast, round {i}. */\n\
+                 int {name}(int toast)\n{{\n\treturn toast + {i};\n}}\n"
+            ),
+        )
+        .expect("write the scratch file");
+        let (ms, paths) = server.call(semantic(&format!(
+            "spread marmalade on the quokka toast {name}"
+        )));
+        if !paths.iter().any(|p| p == "repo_search_probe_scratch.c") {
+            misses += 1;
+        }
+        after_write.push(ms);
+    }
+    let _ = std::fs::remove_file(&scratch);
+    drop(server.stdin);
+    let _ = server.child.wait();
+    println!(
+        "{}",
+        json!({
+            "first_call_ms": first_call_ms,
+            "semantic_p50_ms": percentile(sem.clone(), 0.5),
+            "semantic_p95_ms": percentile(sem, 0.95),
+            "indexed_p50_ms": percentile(idx.clone(), 0.5),
+            "indexed_p95_ms": percentile(idx, 0.95),
+            "after_write_p50_ms": percentile(after_write.clone(), 0.5),
+            "after_write_max_ms": percentile(after_write, 1.0),
+            "after_write_misses": misses,
+        })
+    );
+}

@@ -170,16 +170,30 @@ pub struct CommittedFile {
 }
 
 /// A committed snapshot's revision and files.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CommittedFiles {
     /// The revision the snapshot attests (`None` before the first commit).
     pub revision: Option<String>,
+    /// The snapshot's status, as [`EmbeddedIndex::committed_status`] gives it: an engine that
+    /// caught up to this very snapshot can answer with it.
+    pub status: IndexStatus,
     /// Its servable files, in path order.
     pub files: Vec<CommittedFile>,
     /// A digest of `files` (paths, versions, priors): two commits that attest one revision but
     /// hold different files have different digests, so an engine keeping pace with this index
     /// names what it caught up to by both.
     pub digest: u64,
+}
+
+impl Default for CommittedFiles {
+    fn default() -> Self {
+        CommittedFiles {
+            revision: None,
+            status: IndexStatus::new(IndexState::Failed),
+            files: Vec::new(),
+            digest: 0,
+        }
+    }
 }
 
 /// A 64-bit digest of a few words (splitmix64's finaliser over a running sum).
@@ -350,6 +364,15 @@ impl EmbeddedIndex {
         }
     }
 
+    /// A snapshot's status, `building` while this handle builds into an empty index.
+    fn status_of(&self, s: &Snapshot) -> IndexStatus {
+        let mut st = s.status();
+        if st.state == IndexState::Empty && self.building.load(Ordering::SeqCst) {
+            st.state = IndexState::Building;
+        }
+        st
+    }
+
     fn snapshot(&self) -> Option<Arc<Snapshot>> {
         match &self.current.read().unwrap_or_else(|p| p.into_inner()).0 {
             Current::Ready(s) => Some(s.clone()),
@@ -417,6 +440,7 @@ impl EmbeddedIndex {
         let digest = *s.files_digest.get_or_init(|| files_digest(&files));
         CommittedFiles {
             revision: s.manifest.source_revision.clone(),
+            status: self.status_of(&s),
             files,
             digest,
         }
@@ -433,11 +457,7 @@ impl EmbeddedIndex {
         let digest = *s
             .files_digest
             .get_or_init(|| files_digest(&servable_files(&s)));
-        let mut st = s.status();
-        if st.state == IndexState::Empty && self.building.load(Ordering::SeqCst) {
-            st.state = IndexState::Building;
-        }
-        (st, digest)
+        (self.status_of(&s), digest)
     }
 
     /// Whether the committed index holds `path`.

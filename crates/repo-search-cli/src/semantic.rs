@@ -112,22 +112,40 @@ impl SemanticEngine {
         index: &EmbeddedIndex,
         deadline: Option<Instant>,
     ) -> Result<semantic_index::CatchUp, semantic_index::StoreError> {
+        self.catch_up_pinned(index, deadline)
+            .map(|(_, stats)| stats)
+    }
+
+    /// [`SemanticEngine::catch_up`], returning too the store version that attests the snapshot
+    /// it read, with that snapshot's status and digest: an answer from that version with that
+    /// status is consistent whatever other processes commit meanwhile (a version's segments stay
+    /// mapped after a later commit deletes their files).
+    fn catch_up_pinned(
+        &self,
+        index: &EmbeddedIndex,
+        deadline: Option<Instant>,
+    ) -> Result<(Option<Pinned>, semantic_index::CatchUp), semantic_index::StoreError> {
         let committed = index.committed_files();
         let Some(revision) = committed.revision.filter(|r| !r.is_empty()) else {
-            return Ok(semantic_index::CatchUp::default());
+            return Ok((None, semantic_index::CatchUp::default()));
         };
         // The store names what it caught up to by the revision and the digest of the committed
         // files: one revision can be committed twice with different files (a removal that sets
         // no revision, a rebuild after damage), and the name alone would then lie.
-        let revision = commit_key(&revision, committed.digest);
-        if self.store().is_some_and(|s| s.revision() == revision) {
-            return Ok(semantic_index::CatchUp::default());
+        let key = commit_key(&revision, committed.digest);
+        let pin = |store: Arc<Store>| Pinned {
+            store,
+            status: committed.status.clone(),
+            digest: committed.digest,
+        };
+        if let Some(s) = self.store().filter(|s| s.revision() == key) {
+            return Ok((Some(pin(s)), semantic_index::CatchUp::default()));
         }
         let files: Vec<SourceFile> = committed
             .files
-            .into_iter()
+            .iter()
             .map(|f| SourceFile {
-                path: f.path,
+                path: f.path.clone(),
                 version: f.version,
                 prior: f.prior,
             })
@@ -142,13 +160,14 @@ impl SemanticEngine {
             &self.dir,
             &self.statics,
             &self.model_id,
-            &revision,
+            &key,
             &files,
             &read,
             deadline,
         )?;
-        *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
-        Ok(stats)
+        let store = Arc::new(store);
+        *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
+        Ok((Some(pin(store)), stats))
     }
 
     /// Answers a `semantic` request from the committed store, with the index's `status` when
@@ -158,8 +177,9 @@ impl SemanticEngine {
         request: &SearchRequest,
         status: IndexStatus,
         digest: u64,
+        pinned: Option<Arc<Store>>,
     ) -> Result<BackendSearchResponse, BackendError> {
-        let Some(store) = self.store() else {
+        let Some(store) = pinned.or_else(|| self.store()) else {
             return Ok(response(IndexStatus::new(IndexState::Empty), Vec::new()));
         };
         let current = status
@@ -204,6 +224,13 @@ impl SemanticEngine {
         answer.complete = !widened;
         Ok(answer)
     }
+}
+
+/// A store version and the trigram index's status and digest of the snapshot it attests.
+struct Pinned {
+    store: Arc<Store>,
+    status: IndexStatus,
+    digest: u64,
 }
 
 fn response(status: IndexStatus, hits: Vec<BackendHit>) -> BackendSearchResponse {
@@ -283,7 +310,27 @@ impl RepositoryIndexBackend for CompositeBackend {
         }
         Box::pin(async move {
             let (status, digest) = self.index.committed_status();
-            self.semantic.search(&request, status, digest)
+            let ready = status.state == IndexState::Ready;
+            let answer = self.semantic.search(&request, status, digest, None)?;
+            if !(ready && answer.status.state == IndexState::Stale) {
+                return Ok(answer);
+            }
+            // The store lags the index's newest commit: this process died before it caught up,
+            // or (agents call tools in parallel) another process committed a newer view of the
+            // worktree after this host caught the store up, or caught the store up to its own
+            // older view. Catch up to the newest commit and answer from exactly the store
+            // version and index status of that commit. A stale store is never served. (On this
+            // thread, as `update` catches up: usually a few files, and `block_in_place` would
+            // panic on a current-thread runtime.)
+            let pinned = self.semantic.catch_up_pinned(&self.index, None);
+            match pinned {
+                Ok((Some(p), _)) => {
+                    self.semantic
+                        .search(&request, p.status, p.digest, Some(p.store))
+                }
+                Ok((None, _)) => Ok(answer),
+                Err(e) => Err(e.into()),
+            }
         })
     }
 
@@ -299,7 +346,7 @@ impl RepositoryIndexBackend for CompositeBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use index_contract::{ErrorCode, RepositoryOperations};
+    use index_contract::RepositoryOperations;
     use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
 
     /// The model `cargo xtask tools` and `cargo xtask model static` install for the tests.
@@ -337,7 +384,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_store_behind_the_trigram_index_is_refused_as_stale_then_caught_up() {
+    async fn a_store_behind_the_trigram_index_is_caught_up_before_it_answers() {
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
@@ -372,9 +419,20 @@ mod tests {
             .indexed
             .as_ref()
             .and_then(|p| p.source_revision.clone());
-        assert_ne!(Some(r.revision), before);
-        let refused = ask("read the settings").await.unwrap_err();
-        assert_eq!(refused.code(), ErrorCode::Stale);
+        assert_ne!(Some(r.revision.clone()), before);
+        // The query finds the store behind the index's commit and catches it up before it
+        // answers: the lagging version is never served.
+        let served = ask("read the settings").await.unwrap();
+        assert_eq!(served.hits[0].path, "src/sort.py");
+        assert_eq!(
+            served.indexed.and_then(|p| p.source_revision),
+            Some(r.revision)
+        );
+        // The store now attests that commit: nothing is left to catch up.
+        assert_eq!(
+            engine.catch_up(&index, None).unwrap(),
+            semantic_index::CatchUp::default()
+        );
         // The trigram index itself serves on.
         let literal = ops
             .search(SearchRequest::new(
@@ -384,24 +442,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(literal.hits[0].path, "src/sort.py");
-
-        // The next refresh catches the store up, though the trigram index finds nothing new.
-        let again = index.refresh("head", None).unwrap();
-        let stats = engine.catch_up(&index, None).unwrap();
-        assert!(stats.files_read >= 1 && !stats.rebuilt, "{stats:?}");
-        let served = ask("read the settings").await.unwrap();
-        assert_eq!(served.hits[0].path, "src/sort.py");
-        assert_eq!(
-            served.indexed.and_then(|p| p.source_revision),
-            Some(again.revision)
-        );
     }
 
     /// One revision committed twice with different files (here a removal that sets no revision)
     /// must not pass for the commit the store caught up to: the store names a commit by its
-    /// revision and the digest of its files.
+    /// revision and the digest of its files, so the query sees it lag and catches it up.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_store_is_stale_when_the_same_revision_holds_other_files() {
+    async fn a_store_is_behind_when_the_same_revision_holds_other_files() {
         use index_contract::{RemoveRequest, RepositoryIndexBackend};
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
@@ -431,12 +478,8 @@ mod tests {
             index.current_status().source_revision.as_deref(),
             Some(r.revision.as_str())
         );
-        let lagging = ask().await.unwrap();
-        assert_eq!(lagging.status.state, IndexState::Stale);
-        assert!(lagging.hits.is_empty());
-
-        // Caught up, the store no longer holds the removed file.
-        engine.catch_up(&index, None).unwrap();
+        // The same revision, other files: the query catches the store up first, and the store
+        // no longer holds the removed file.
         let served = ask().await.unwrap();
         assert_eq!(served.status.state, IndexState::Ready);
         assert!(served.hits.iter().all(|h| h.path != "src/net.py"));

@@ -361,3 +361,76 @@ fn submodule_edits_and_parent_ignore_files_stay_fresh() {
     let (hits, _) = answer(&root, "needle secret", "indexed_literal").unwrap();
     assert!(hits.is_empty(), "{hits:?}");
 }
+
+/// Agents call tools in parallel: processes asking `semantic` while files change must never fail.
+/// Each process catches the shared store up to its own view of the trigram index, so one can
+/// commit an older view between another's catch-up and its query; that query must catch up again
+/// rather than answer `ERR_PRISM_INDEX_STALE`.
+#[test]
+fn parallel_semantic_processes_with_edits_never_fail() {
+    use std::sync::atomic::AtomicBool;
+    let dir = support::committed_tree();
+    let root = dir.path().to_path_buf();
+    let model = support::model_dir();
+    let stop = AtomicBool::new(false);
+    let failures = std::sync::Mutex::new(Vec::new());
+    // The first build, alone: the race is between catch-ups, not first builds.
+    let cache = tempfile::tempdir().unwrap();
+    let command = |model: &Path, cache: &Path| {
+        let mut c = Command::new(support::BIN);
+        c.env("REPO_SEARCH_MODEL_DIR", model)
+            .env("XDG_CACHE_HOME", cache)
+            .env("HOME", cache);
+        c
+    };
+    let first = command(&model, cache.path())
+        .args(["index", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{first:?}");
+    std::thread::scope(|s| {
+        s.spawn(|| support::edit_until(&root, &stop));
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let (root, model, failures, cache) = (&root, &model, &failures, cache.path());
+                let command = &command;
+                s.spawn(move || {
+                    for round in 0..8 {
+                        let query = ["a function that returns a needle", "module code"][round % 2];
+                        let mut child = command(model, cache)
+                            .args(["search", "--mode", "semantic", "--json", "--root"])
+                            .arg(root)
+                            .arg(query)
+                            .stdout(Stdio::piped())
+                            .stderr(Stdio::piped())
+                            .spawn()
+                            .unwrap();
+                        let started = std::time::Instant::now();
+                        while child.try_wait().unwrap().is_none() {
+                            if started.elapsed() > Duration::from_secs(60) {
+                                let _ = child.kill();
+                            }
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        let out = child.wait_with_output().unwrap();
+                        if !out.status.success() {
+                            failures.lock().unwrap().push(format!(
+                                "worker {w} round {round}: {:?} {} {}",
+                                out.status.code(),
+                                String::from_utf8_lossy(&out.stdout),
+                                String::from_utf8_lossy(&out.stderr)
+                            ));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -6,22 +6,11 @@
 mod support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use support::{BIN, repo, write};
-
-fn model_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/tools/models/all-minilm-l6-v2");
-    assert!(
-        dir.join("static-256.bin").is_file(),
-        "no static model in {}: run `cargo xtask tools` then `cargo xtask model static`",
-        dir.display()
-    );
-    dir
-}
+use support::{BIN, model_dir, repo, write};
 
 /// A command of the binary that finds a model only where `model` says (`None`: nowhere, since
 /// the per-user cache directory is an empty temporary one).

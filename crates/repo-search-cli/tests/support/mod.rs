@@ -247,3 +247,16 @@ pub fn committed_tree() -> tempfile::TempDir {
     git(root, &["commit", "-qm", "one"]);
     dir
 }
+
+/// The static model `cargo xtask tools` installs (`cargo xtask ci` runs it first): the one the
+/// binary finds through `REPO_SEARCH_MODEL_DIR` or `--model-dir` in the semantic tests.
+pub fn model_dir() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/tools/models/all-minilm-l6-v2");
+    assert!(
+        dir.join("static-256.bin").is_file(),
+        "no static model in {}: run `cargo xtask tools` then `cargo xtask model static`",
+        dir.display()
+    );
+    dir
+}

@@ -5,6 +5,7 @@
 //! - [`fixture`]: that metadata fixture.
 //! - [`tree`]: a generated source tree for literal benchmarks.
 //! - [`alloc`]: a counting global allocator for heap figures.
+//! - [`mcp`]: a minimal MCP client over stdio, for the probes that time `repo-search mcp`.
 //!
 //! # Example
 //!
@@ -20,5 +21,6 @@
 
 pub mod alloc;
 pub mod fixture;
+pub mod mcp;
 pub mod scale;
 pub mod tree;

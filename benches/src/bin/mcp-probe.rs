@@ -12,52 +12,12 @@
 //!
 //! The probe writes one scratch file at the root and removes it at the end.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
-struct Server {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    next: u64,
-}
-
-impl Server {
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").expect("write to the server");
-        self.stdin.flush().expect("flush");
-        loop {
-            let mut reply = String::new();
-            if self.stdout.read_line(&mut reply).expect("read") == 0 {
-                panic!("the server closed its output");
-            }
-            let v: Value = serde_json::from_str(&reply).expect("a JSON reply");
-            if v["id"] == json!(self.next) {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self, arguments: Value) -> (f64, Value) {
-        let started = Instant::now();
-        let v = self.request(
-            "tools/call",
-            json!({"name": "repo_search", "arguments": arguments}),
-        );
-        (started.elapsed().as_secs_f64() * 1000.0, v)
-    }
-}
-
-fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
+use repo_search_benches::mcp::{Server, percentile};
+use serde_json::json;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,30 +29,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut child = Command::new(bin)
-        .args(["mcp", "--root", root, "--index-dir", index_dir])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start repo-search mcp");
-    let mut server = Server {
-        stdin: child.stdin.take().expect("stdin"),
-        stdout: BufReader::new(child.stdout.take().expect("stdout")),
-        child,
-        next: 0,
-    };
-    server.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "mcp-probe", "version": "0"}}),
-    );
-    writeln!(
-        server.stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .expect("write");
+    let mut cmd = Command::new(bin);
+    cmd.args(["mcp", "--root", root, "--index-dir", index_dir]);
+    let mut server = Server::start(cmd, "mcp-probe");
     let indexed = |q: &str| json!({"query": q, "mode": "indexed_literal", "max_results": 100});
     // Warm up: the first call may build or walk.
     for _ in 0..3 {
@@ -154,8 +93,7 @@ fn main() {
             rg_n.push(n);
         }
     }
-    drop(server.stdin);
-    let _ = server.child.wait();
+    server.stop();
     println!(
         "{}",
         json!({

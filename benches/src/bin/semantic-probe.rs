@@ -13,11 +13,10 @@
 //! Every call must answer without an error. The probe writes one scratch file at the root and
 //! removes it at the end.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
+use repo_search_benches::mcp::{Server, percentile};
 use serde_json::{Value, json};
 
 /// Descriptions of what kernel code does, in an agent's words.
@@ -68,59 +67,23 @@ const IDENTIFIERS: [&str; 20] = [
     "module_init",
 ];
 
-struct Server {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    next: u64,
-}
-
-impl Server {
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        writeln!(self.stdin, "{line}").expect("write to the server");
-        self.stdin.flush().expect("flush");
-        loop {
-            let mut reply = String::new();
-            if self.stdout.read_line(&mut reply).expect("read") == 0 {
-                panic!("the server closed its output");
-            }
-            let v: Value = serde_json::from_str(&reply).expect("a JSON reply");
-            if v["id"] == json!(self.next) {
-                return v;
-            }
-        }
-    }
-
-    /// One `repo_search` call: its latency and its hits' paths. An error answer ends the probe.
-    fn call(&mut self, arguments: Value) -> (f64, Vec<String>) {
-        let started = Instant::now();
-        let v = self.request(
-            "tools/call",
-            json!({"name": "repo_search", "arguments": arguments.clone()}),
-        );
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
-        let result = &v["result"];
-        assert!(
-            result["isError"] != json!(true) && v.get("error").is_none(),
-            "{arguments} failed: {v}"
-        );
-        let paths = result["structuredContent"]["hits"]
-            .as_array()
-            .map(|hits| {
-                hits.iter()
-                    .filter_map(|h| h["path"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        (ms, paths)
-    }
-}
-
-fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
+/// One `repo_search` call: its latency and its hits' paths. An error answer ends the probe.
+fn call(server: &mut Server, arguments: Value) -> (f64, Vec<String>) {
+    let (ms, v) = server.call(arguments.clone());
+    let result = &v["result"];
+    assert!(
+        result["isError"] != json!(true) && v.get("error").is_none(),
+        "{arguments} failed: {v}"
+    );
+    let paths = result["structuredContent"]["hits"]
+        .as_array()
+        .map(|hits| {
+            hits.iter()
+                .filter_map(|h| h["path"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (ms, paths)
 }
 
 fn main() {
@@ -129,42 +92,21 @@ fn main() {
         eprintln!("usage: semantic-probe REPO_SEARCH ROOT INDEX_DIR MODEL_DIR");
         std::process::exit(2);
     };
-    let mut child = Command::new(bin)
-        .args(["mcp", "--root", root, "--index-dir", index_dir])
-        .args(["--model-dir", model_dir])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start repo-search mcp");
-    let mut server = Server {
-        stdin: child.stdin.take().expect("stdin"),
-        stdout: BufReader::new(child.stdout.take().expect("stdout")),
-        child,
-        next: 0,
-    };
-    server.request(
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "semantic-probe", "version": "0"}}),
-    );
-    writeln!(
-        server.stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .expect("write");
+    let mut cmd = Command::new(bin);
+    cmd.args(["mcp", "--root", root, "--index-dir", index_dir])
+        .args(["--model-dir", model_dir]);
+    let mut server = Server::start(cmd, "semantic-probe");
     let semantic = |q: &str| json!({"query": q, "mode": "semantic", "max_results": 10});
     let indexed = |q: &str| json!({"query": q, "mode": "indexed_literal", "max_results": 10});
-    let (first_call_ms, _) = server.call(semantic(DESCRIPTIONS[0]));
-    server.call(indexed(IDENTIFIERS[0]));
+    let (first_call_ms, _) = call(&mut server, semantic(DESCRIPTIONS[0]));
+    call(&mut server, indexed(IDENTIFIERS[0]));
     let (mut sem, mut idx) = (Vec::new(), Vec::new());
     for _ in 0..2 {
         for (d, i) in DESCRIPTIONS.iter().zip(IDENTIFIERS) {
-            let (ms, paths) = server.call(semantic(d));
+            let (ms, paths) = call(&mut server, semantic(d));
             assert!(!paths.is_empty(), "no semantic hit for {d:?}");
             sem.push(ms);
-            idx.push(server.call(indexed(i)).0);
+            idx.push(call(&mut server, indexed(i)).0);
         }
     }
     let scratch = Path::new(root).join("repo_search_probe_scratch.c");
@@ -181,17 +123,17 @@ fn main() {
             ),
         )
         .expect("write the scratch file");
-        let (ms, paths) = server.call(semantic(&format!(
-            "spread marmalade on the quokka toast {name}"
-        )));
+        let (ms, paths) = call(
+            &mut server,
+            semantic(&format!("spread marmalade on the quokka toast {name}")),
+        );
         if !paths.iter().any(|p| p == "repo_search_probe_scratch.c") {
             misses += 1;
         }
         after_write.push(ms);
     }
     let _ = std::fs::remove_file(&scratch);
-    drop(server.stdin);
-    let _ = server.child.wait();
+    server.stop();
     println!(
         "{}",
         json!({

@@ -398,22 +398,11 @@ fn parallel_semantic_processes_with_edits_never_fail() {
                 s.spawn(move || {
                     for round in 0..8 {
                         let query = ["a function that returns a needle", "module code"][round % 2];
-                        let mut child = command(model, cache)
-                            .args(["search", "--mode", "semantic", "--json", "--root"])
+                        let mut cmd = command(model, cache);
+                        cmd.args(["search", "--mode", "semantic", "--json", "--root"])
                             .arg(root)
-                            .arg(query)
-                            .stdout(Stdio::piped())
-                            .stderr(Stdio::piped())
-                            .spawn()
-                            .unwrap();
-                        let started = std::time::Instant::now();
-                        while child.try_wait().unwrap().is_none() {
-                            if started.elapsed() > Duration::from_secs(60) {
-                                let _ = child.kill();
-                            }
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        let out = child.wait_with_output().unwrap();
+                            .arg(query);
+                        let out = support::output_bounded(cmd, LIMIT);
                         if !out.status.success() {
                             failures.lock().unwrap().push(format!(
                                 "worker {w} round {round}: {:?} {} {}",

@@ -47,9 +47,15 @@ pub fn write(root: &Path, rel: &str, text: &str) {
 
 /// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
 pub fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .current_dir(root)
-        .args(args)
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(root).args(args);
+    output_bounded(cmd, limit)
+}
+
+/// Runs `cmd` with its output captured, killing it if it outlives `limit`: a hang is a failure,
+/// never a wait.
+pub fn output_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -63,7 +69,7 @@ pub fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
             panic!(
-                "`repo-search {args:?}` hung past {limit:?}: {}",
+                "`{cmd:?}` hung past {limit:?}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }

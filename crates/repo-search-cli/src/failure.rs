@@ -61,6 +61,8 @@ pub(crate) enum Failure {
     BackendNotServed,
     /// `semantic` was asked for, and no static model is installed where the host looks.
     ModelMissing,
+    /// `--rerank` was asked for, and MiniLM is not installed beside the static model.
+    RerankModelMissing,
 }
 
 impl Failure {
@@ -75,7 +77,8 @@ impl Failure {
             | Failure::BackendUnusable
             | Failure::BackendReadOnly
             | Failure::BackendNotServed
-            | Failure::ModelMissing => ErrorCode::Unsupported,
+            | Failure::ModelMissing
+            | Failure::RerankModelMissing => ErrorCode::Unsupported,
             Failure::BackendUnreachable | Failure::BackendFailed => ErrorCode::Failed,
             Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
@@ -133,6 +136,10 @@ impl Failure {
             Failure::BackendReadOnly => "--read-only: this command would write to the shared index",
             Failure::BackendNotServed => "`repo-search serve` does not take --backend",
             Failure::ModelMissing => "mode `semantic` needs its model, which is not installed",
+            Failure::RerankModelMissing => {
+                "--rerank needs MiniLM (model.safetensors, config.json, tokenizer.json) in the \
+                 model directory, and it could not be loaded"
+            }
         };
         fixed.to_owned()
     }
@@ -176,6 +183,11 @@ impl Failure {
             }
             Failure::BackendReadOnly => "leave out --read-only to push, or only query",
             Failure::BackendNotServed => "use `repo-search mcp --backend …` for a long-lived host",
+            Failure::RerankModelMissing => {
+                "in a repo-search checkout `cargo xtask tools` installs MiniLM and the static \
+                 model together in target/tools/models/all-minilm-l6-v2: pass that directory as \
+                 --model-dir, or leave out --rerank"
+            }
             Failure::ModelMissing => {
                 "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
                  and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
@@ -248,6 +260,7 @@ impl From<crate::host::HostError> for Failure {
             HostError::IndexDirUnusable => Failure::IndexDirUnusable,
             HostError::IndexFailed => Failure::RefreshFailed(ErrorCode::Failed),
             HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
+            HostError::RerankModelMissing => Failure::RerankModelMissing,
         }
     }
 }
@@ -273,6 +286,7 @@ mod tests {
             (HostError::IndexDirUnusable, ErrorCode::Failed),
             (HostError::IndexFailed, ErrorCode::Failed),
             (HostError::Busy, ErrorCode::Timeout),
+            (HostError::RerankModelMissing, ErrorCode::Unsupported),
         ] {
             let f = Failure::from(e);
             assert_eq!(f.code(), code, "{e:?}");

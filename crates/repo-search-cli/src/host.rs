@@ -36,6 +36,16 @@ pub(crate) enum HostError {
     IndexFailed,
     /// Another writer held the index past this call's deadline.
     Busy,
+    /// `--rerank` was asked for, and MiniLM could not be loaded from the model directory.
+    RerankModelMissing,
+}
+
+/// How a host serves `semantic`: the model directory, and whether MiniLM re-ranks each answer's
+/// head (`--rerank`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SemanticSetup<'a> {
+    pub(crate) model_dir: &'a Path,
+    pub(crate) rerank: bool,
 }
 
 impl From<EmbeddedIndexError> for HostError {
@@ -194,13 +204,13 @@ impl Host {
         Host::open_with_model(dir, index_dir, modes, None)
     }
 
-    /// [`Host::open`], serving `semantic` too when `model_dir` holds a static model that loads
-    /// (an indexed host only): the store lives in `<index-dir>/semantic`.
+    /// [`Host::open`], serving `semantic` too when `semantic`'s model directory holds a static
+    /// model that loads (an indexed host only): the store lives in `<index-dir>/semantic`.
     pub(crate) fn open_with_model(
         dir: &Path,
         index_dir: Option<&Path>,
         modes: HostModes,
-        model_dir: Option<&Path>,
+        semantic: Option<SemanticSetup<'_>>,
     ) -> Result<Host, HostError> {
         let (root, git_dir) = worktree_root(dir)?;
         let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| HostError::MissingRoot)?);
@@ -223,9 +233,16 @@ impl Host {
         let index = Arc::new(
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
         );
-        let semantic = model_dir
-            .and_then(|m| SemanticEngine::open(m, &index_dir))
-            .map(Arc::new);
+        let semantic = match semantic
+            .and_then(|setup| Some((setup, SemanticEngine::open(setup.model_dir, &index_dir)?)))
+        {
+            Some((setup, engine)) if setup.rerank => Some(Arc::new(
+                engine
+                    .with_rerank(setup.model_dir)
+                    .map_err(|_| HostError::RerankModelMissing)?,
+            )),
+            other => other.map(|(_, engine)| Arc::new(engine)),
+        };
         let mut modes_served = vec![SearchMode::Literal, SearchMode::IndexedLiteral];
         let backend: Arc<dyn index_contract::RepositoryIndexBackend> = match &semantic {
             Some(engine) => {

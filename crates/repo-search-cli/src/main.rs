@@ -81,6 +81,10 @@ struct Location {
     /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
     #[arg(long)]
     model_dir: Option<PathBuf>,
+    /// Re-rank the first 30 `semantic` hits with MiniLM: a better ranking (stdlib MRR@10 0.428
+    /// against 0.360) for about 250 ms more a query. Needs MiniLM beside the static model.
+    #[arg(long)]
+    rerank: bool,
 }
 
 /// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
@@ -283,11 +287,15 @@ async fn open_host_with_model(
         return pg_host::open(&location.root, backend).await;
     }
     let model = semantic::find_model(location.model_dir.as_deref());
+    let setup = model.as_deref().map(|model_dir| host::SemanticSetup {
+        model_dir,
+        rerank: location.rerank,
+    });
     Ok(host::Host::open_with_model(
         &location.root,
         location.index_dir.as_deref(),
         modes,
-        model.as_deref(),
+        setup,
     )?)
 }
 

@@ -9,8 +9,9 @@
 //! lags (a process killed between the two commits) answers with a `stale` status, which the
 //! facade's freshness gate refuses, until the next refresh catches it up.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use embedded_index::EmbeddedIndex;
@@ -21,7 +22,7 @@ use index_contract::{
 };
 use index_guard::Scope;
 use search_profile::{PathFilter, RootDir};
-use semantic_index::{SourceFile, StaticModel, Store, rank::Weights};
+use semantic_index::{HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, StoreHit, rank::Weights};
 
 /// The environment variable naming the model directory when `--model-dir` is not given.
 pub(crate) const MODEL_DIR_ENV: &str = "REPO_SEARCH_MODEL_DIR";
@@ -68,6 +69,94 @@ pub(crate) struct SemanticEngine {
     /// The version last loaded or committed by this process.
     store: RwLock<Option<Arc<Store>>>,
     weights: Weights,
+    /// The MiniLM re-rank of each answer's head (`--rerank`), when asked for.
+    reranker: Option<Reranker>,
+}
+
+/// The MiniLM re-rank of a `semantic` answer's head: the first [`Weights::rerank_depth`] files
+/// by the hybrid score, re-scored with MiniLM's cosine of the query and each file's best chunk
+/// (`semantic_index::rank::rerank_scores`, the rule the evaluation measures). A chunk's text is
+/// found by its content hash among the chunks of its file as it reads now; its vector is cached
+/// by that hash, so a chunk is embedded once per process.
+struct Reranker {
+    minilm: MiniLm,
+    cache: Mutex<HashMap<[u8; HASH_BYTES], Vec<f32>>>,
+}
+
+/// Chunk vectors a re-ranking process keeps (384 f32 each: about 30 MB), emptied when full.
+const RERANK_CACHE_VECTORS: usize = 20_000;
+
+impl Reranker {
+    /// Re-scores and re-orders the head of `hits` (best first). `false`, with `hits` untouched,
+    /// when a head chunk is no longer in its file as it reads now (it changed since the store
+    /// read it: the next refresh catches up) or MiniLM fails: the hybrid ranking is served.
+    fn rerank(
+        &self,
+        weights: &Weights,
+        root: &RootDir,
+        query: &str,
+        hits: &mut [StoreHit],
+    ) -> bool {
+        let depth = weights.rerank_depth.min(hits.len());
+        if depth == 0 {
+            return true;
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut missing: Vec<([u8; HASH_BYTES], String)> = Vec::new();
+        for hit in &hits[..depth] {
+            if cache.contains_key(&hit.chunk_hash)
+                || missing.iter().any(|(h, _)| *h == hit.chunk_hash)
+            {
+                continue;
+            }
+            let text = read_text(root, &hit.path).and_then(|text| {
+                semantic_index::chunk_file(&hit.path, &text)
+                    .into_iter()
+                    .find(|c| c.hash[..HASH_BYTES] == hit.chunk_hash)
+            });
+            let Some(chunk) = text else {
+                return false;
+            };
+            missing.push((hit.chunk_hash, semantic_index::for_embedding(&chunk.text)));
+        }
+        let mut texts: Vec<String> = vec![semantic_index::for_embedding(query)];
+        texts.extend(missing.iter().map(|(_, t)| t.clone()));
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let Ok(mut vectors) = self.minilm.embed(&refs) else {
+            return false;
+        };
+        let query = vectors.remove(0);
+        if cache.len() + missing.len() > RERANK_CACHE_VECTORS {
+            cache.clear();
+        }
+        for ((hash, _), v) in missing.into_iter().zip(vectors) {
+            cache.insert(hash, v);
+        }
+        let cosines: Vec<f32> = hits[..depth]
+            .iter()
+            .map(|h| {
+                cache.get(&h.chunk_hash).map_or(0.0, |v| {
+                    v.iter()
+                        .zip(&query)
+                        .map(|(a, b)| a * b)
+                        .sum::<f32>()
+                        .clamp(0.0, 1.0)
+                })
+            })
+            .collect();
+        let hybrid: Vec<f32> = hits.iter().map(|h| h.score).collect();
+        let scores = semantic_index::rank::rerank_scores(weights, &cosines, &hybrid);
+        for (hit, score) in hits.iter_mut().zip(scores) {
+            hit.score = score;
+        }
+        // The head in its new order, equal scores in path order as everywhere else.
+        hits[..depth].sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.path.split('/').cmp(b.path.split('/')))
+        });
+        true
+    }
 }
 
 impl SemanticEngine {
@@ -84,7 +173,19 @@ impl SemanticEngine {
             dir: index_dir.join("semantic"),
             store: RwLock::new(None),
             weights: Weights::default(),
+            reranker: None,
         })
+    }
+
+    /// This engine, re-ranking each answer's head with MiniLM loaded from `model_dir` (its
+    /// `model.safetensors`, `config.json` and `tokenizer.json`, which `cargo xtask tools`
+    /// installs beside the static model). An error when MiniLM cannot be loaded.
+    pub(crate) fn with_rerank(mut self, model_dir: &Path) -> Result<Self, semantic_index::Error> {
+        self.reranker = Some(Reranker {
+            minilm: MiniLm::load(model_dir)?,
+            cache: Mutex::new(HashMap::new()),
+        });
+        Ok(self)
     }
 
     /// The committed store, reloaded when another process committed since.
@@ -178,6 +279,7 @@ impl SemanticEngine {
         status: IndexStatus,
         digest: u64,
         pinned: Option<Arc<Store>>,
+        root: &Path,
     ) -> Result<BackendSearchResponse, BackendError> {
         let Some(store) = pinned.or_else(|| self.store()) else {
             return Ok(response(IndexStatus::new(IndexState::Empty), Vec::new()));
@@ -207,8 +309,26 @@ impl SemanticEngine {
         let keep =
             |path: &str| scope.contains(path) && filter.as_ref().is_none_or(|f| f.matches(path));
         let limit = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
-        let hits = store
-            .search(&self.statics, &request.query, &self.weights, &keep, limit)
+        let mut hits = match &self.reranker {
+            None => store.search(&self.statics, &request.query, &self.weights, &keep, limit),
+            Some(reranker) => {
+                // The head the re-rank sees is the hybrid ranking's, however few hits are asked.
+                let depth = self.weights.rerank_depth;
+                let mut hits = store.search(
+                    &self.statics,
+                    &request.query,
+                    &self.weights,
+                    &keep,
+                    limit.max(depth),
+                );
+                if let Ok(root) = RootDir::open(root) {
+                    reranker.rerank(&self.weights, &root, &request.query, &mut hits);
+                }
+                hits
+            }
+        };
+        hits.truncate(limit);
+        let hits = hits
             .into_iter()
             .map(|h| BackendHit::new(h.path, h.line, 1, h.snippet, f64::from(h.score)))
             .collect();
@@ -311,7 +431,8 @@ impl RepositoryIndexBackend for CompositeBackend {
         Box::pin(async move {
             let (status, digest) = self.index.committed_status();
             let ready = status.state == IndexState::Ready;
-            let answer = self.semantic.search(&request, status, digest, None)?;
+            let root = self.index.root();
+            let answer = self.semantic.search(&request, status, digest, None, root)?;
             if !(ready && answer.status.state == IndexState::Stale) {
                 return Ok(answer);
             }
@@ -326,7 +447,7 @@ impl RepositoryIndexBackend for CompositeBackend {
             match pinned {
                 Ok((Some(p), _)) => {
                     self.semantic
-                        .search(&request, p.status, p.digest, Some(p.store))
+                        .search(&request, p.status, p.digest, Some(p.store), root)
                 }
                 Ok((None, _)) => Ok(answer),
                 Err(e) => Err(e.into()),
@@ -483,5 +604,59 @@ mod tests {
         let served = ask().await.unwrap();
         assert_eq!(served.status.state, IndexState::Ready);
         assert!(served.hits.iter().all(|h| h.path != "src/net.py"));
+    }
+
+    /// The re-rank embeds a head chunk it has not cached from its file as it reads now, found by
+    /// its content hash. When the file changed since the store read it, that text is gone: the
+    /// hybrid ranking is served, never a score for text the store does not hold.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rerank_serves_the_hybrid_ranking_when_a_head_chunk_changed_on_disk() {
+        use index_contract::RepositoryIndexBackend;
+        let (repo, store) = two_functions();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let open = |rerank: bool| {
+            let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+            Arc::new(if rerank {
+                engine.with_rerank(&model_dir()).unwrap()
+            } else {
+                engine
+            })
+        };
+        let plain = open(false);
+        plain.catch_up(&index, None).unwrap();
+        let ask = |engine: Arc<SemanticEngine>| {
+            let backend = CompositeBackend {
+                index: index.clone(),
+                semantic: engine,
+            };
+            async move {
+                let answer = backend
+                    .search(SearchRequest::new(
+                        "connect to a remote server",
+                        SearchMode::Semantic,
+                    ))
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status.state, IndexState::Ready);
+                answer
+                    .hits
+                    .into_iter()
+                    .map(|h| (h.path, h.score))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let hybrid = ask(plain.clone()).await;
+        assert_eq!(hybrid[0].0, "src/net.py");
+        let reranked = ask(open(true)).await;
+        assert_eq!(reranked[0].0, "src/net.py");
+        assert_ne!(reranked, hybrid, "the re-rank changed no score");
+        // The file changes on disk; the index has not looked yet, so the store still answers.
+        write(
+            repo.path(),
+            "src/net.py",
+            "def open_socket(host):\n    \"\"\"Dial the server.\"\"\"\n",
+        );
+        assert_eq!(ask(open(true)).await, hybrid);
     }
 }

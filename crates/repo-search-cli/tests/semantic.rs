@@ -54,10 +54,21 @@ fn functions() -> tempfile::TempDir {
 
 /// Runs `search --mode semantic --json QUERY` and returns (exit code, stdout as JSON, stderr).
 fn semantic_search(root: &Path, model: Option<&Path>, query: &str) -> (i32, Value, String) {
+    semantic_search_with(root, model, query, &[])
+}
+
+/// [`semantic_search`] with more arguments (`--rerank`).
+fn semantic_search_with(
+    root: &Path,
+    model: Option<&Path>,
+    query: &str,
+    more: &[&str],
+) -> (i32, Value, String) {
     let cache = tempfile::tempdir().unwrap();
     let out = command(model, cache.path())
         .args(["search", "--mode", "semantic", "--json", "--root"])
         .arg(root)
+        .args(more)
         .arg(query)
         .output()
         .unwrap();
@@ -90,6 +101,81 @@ fn search_mode_semantic_finds_a_function_by_a_description() {
     assert_eq!(result["hits"][0]["path"], "src/net.py", "{result}");
     assert_eq!(result["hits"][0]["line"], 1);
     assert_eq!(result["hits"][0]["snippet"], "import socket");
+}
+
+/// `--rerank`: MiniLM re-scores the head, as the evaluation measures it. The answer is the same
+/// files, re-ordered and re-scored, still best first and in `[0, 1]`.
+#[test]
+fn rerank_rescores_the_head_with_minilm() {
+    let dir = functions();
+    let model = model_dir();
+    for (query, want) in [
+        ("order a list of numbers", "src/sort.py"),
+        ("open a network connection", "src/net.py"),
+    ] {
+        let (code, hybrid, stderr) = semantic_search(dir.path(), Some(&model), query);
+        assert_eq!(code, 0, "{stderr}");
+        let (code, reranked, stderr) =
+            semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(reranked["hits"][0]["path"], want, "{query}: {reranked}");
+        let hits = |v: &Value| -> Vec<(String, f64)> {
+            v["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| {
+                    (
+                        h["path"].as_str().unwrap().to_owned(),
+                        h["score"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let (before, after) = (hits(&hybrid), hits(&reranked));
+        let paths = |v: &[(String, f64)]| {
+            let mut p: Vec<String> = v.iter().map(|h| h.0.clone()).collect();
+            p.sort();
+            p
+        };
+        assert_eq!(paths(&before), paths(&after), "{query}");
+        assert!(after.windows(2).all(|w| w[0].1 >= w[1].1), "{after:?}");
+        assert!(
+            after.iter().all(|h| (0.0..=1.0).contains(&h.1)),
+            "{after:?}"
+        );
+        assert_ne!(before, after, "{query}: the re-rank changed no score");
+    }
+}
+
+/// `--rerank` without MiniLM beside the static model is refused, with what to do.
+#[test]
+fn rerank_without_minilm_is_unsupported_and_says_how_to_install_it() {
+    let dir = functions();
+    let installed = model_dir();
+    let statics_only = tempfile::tempdir().unwrap();
+    for f in ["static-256.bin", "static-256.bin.sha256", "tokenizer.json"] {
+        std::fs::copy(installed.join(f), statics_only.path().join(f)).unwrap();
+    }
+    let (code, result, stderr) = semantic_search_with(
+        dir.path(),
+        Some(statics_only.path()),
+        "order a list of numbers",
+        &["--rerank"],
+    );
+    assert_eq!(code, 2, "{result}");
+    assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
+    assert!(
+        stderr.contains("--rerank") && stderr.contains("cargo xtask tools"),
+        "{stderr}"
+    );
+    // Without --rerank the same directory serves `semantic`.
+    let (code, result, _) = semantic_search(
+        dir.path(),
+        Some(statics_only.path()),
+        "order a list of numbers",
+    );
+    assert_eq!(code, 0, "{result}");
 }
 
 #[test]

@@ -31,12 +31,13 @@ mod text;
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
+pub use segment::HASH_BYTES;
 pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings, preferred_file};
 pub use store::{
     CatchUp, IDF_SAMPLE_FILES, MAX_ANSWER_FILES, MAX_FILE_BYTES, PRIOR_WEIGHT, RELATIVE_FLOOR,
     SourceFile, Store, StoreError, StoreHit, model_id, version_of,
 };
-pub use text::{identifier_words, sub_tokens};
+pub use text::{for_embedding, identifier_words, sub_tokens};
 
 /// Why a model could not be loaded, built or stored.
 #[derive(Debug, thiserror::Error)]

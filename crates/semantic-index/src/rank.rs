@@ -324,35 +324,9 @@ impl<'m> SemanticIndex<'m> {
                     .clamp(0.0, 1.0)
             })
             .collect();
-        let hybrid: Vec<f32> = hits[..depth].iter().map(|h| h.score).collect();
-        // Min-max over the head puts both signals on the same scale whatever their spread.
-        let spread = |v: &[f32]| {
-            let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
-            let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            move |x: f32| {
-                if !w.rerank_minmax {
-                    x
-                } else if hi > lo {
-                    (x - lo) / (hi - lo)
-                } else {
-                    1.0
-                }
-            }
-        };
-        let (cos_n, hyb_n) = (spread(&cosines), spread(&hybrid));
-        let top = hybrid[0].max(f32::MIN_POSITIVE);
-        for ((hit, &cos), &hyb) in hits[..depth].iter_mut().zip(&cosines).zip(&hybrid) {
-            let hyb = if w.rerank_minmax {
-                hyb_n(hyb)
-            } else {
-                hyb / top
-            };
-            hit.score = (w.rerank * cos_n(cos) + (1.0 - w.rerank) * hyb).clamp(0.0, 1.0);
-        }
-        let floor = hits[..depth].iter().map(|h| h.score).fold(1.0f32, f32::min);
-        let last = hybrid[depth - 1].max(f32::MIN_POSITIVE);
-        for hit in &mut hits[depth..] {
-            hit.score = floor * (hit.score / last).min(1.0);
+        let hybrid: Vec<f32> = hits.iter().map(|h| h.score).collect();
+        for (hit, score) in hits.iter_mut().zip(rerank_scores(&w, &cosines, &hybrid)) {
+            hit.score = score;
         }
     }
 
@@ -385,6 +359,56 @@ impl<'m> SemanticIndex<'m> {
             })
             .collect()
     }
+}
+
+/// The re-ranked scores of a ranking whose hybrid scores are `hybrid` (best first) when MiniLM's
+/// cosines of its head are `cosines` (one per head entry, the head being
+/// `cosines.len().min(hybrid.len())`): `w.rerank · cosine + (1 − w.rerank) · hybrid / best`
+/// (or both min-max normalised over the head, [`Weights::rerank_minmax`]). The entries past the
+/// head are scaled under the lowest re-ranked score, so that the scores stay one ranking in
+/// `[0, 1]`. The evaluation's index and the host's store re-rank with this one rule.
+pub fn rerank_scores(w: &Weights, cosines: &[f32], hybrid: &[f32]) -> Vec<f32> {
+    let depth = cosines.len().min(hybrid.len());
+    if depth == 0 {
+        return hybrid.to_vec();
+    }
+    let (cosines, head) = (&cosines[..depth], &hybrid[..depth]);
+    // Min-max over the head puts both signals on the same scale whatever their spread.
+    let spread = |v: &[f32]| {
+        let lo = v.iter().copied().fold(f32::INFINITY, f32::min);
+        let hi = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        move |x: f32| {
+            if !w.rerank_minmax {
+                x
+            } else if hi > lo {
+                (x - lo) / (hi - lo)
+            } else {
+                1.0
+            }
+        }
+    };
+    let (cos_n, hyb_n) = (spread(cosines), spread(head));
+    let top = head[0].max(f32::MIN_POSITIVE);
+    let mut out: Vec<f32> = cosines
+        .iter()
+        .zip(head)
+        .map(|(&cos, &hyb)| {
+            let hyb = if w.rerank_minmax {
+                hyb_n(hyb)
+            } else {
+                hyb / top
+            };
+            (w.rerank * cos_n(cos) + (1.0 - w.rerank) * hyb).clamp(0.0, 1.0)
+        })
+        .collect();
+    let floor = out.iter().copied().fold(1.0f32, f32::min);
+    let last = head[depth - 1].max(f32::MIN_POSITIVE);
+    out.extend(
+        hybrid[depth..]
+            .iter()
+            .map(|&score| floor * (score / last).min(1.0)),
+    );
+    out
 }
 
 /// The hybrid score of a chunk from its signals, each in `[0, 1]`: the weighted sum divided by the

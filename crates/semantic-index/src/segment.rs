@@ -38,8 +38,8 @@ const FILE_ROW: usize = 28;
 const CHUNK_ROW: usize = 44;
 /// Terms per front-coded block of the dictionary.
 const TERMS_PER_BLOCK: usize = 16;
-/// The bytes of a chunk's sha256 a segment keeps.
-pub(crate) const HASH_BYTES: usize = 16;
+/// The bytes of a chunk's sha256 a segment keeps ([`crate::StoreHit::chunk_hash`]).
+pub const HASH_BYTES: usize = 16;
 
 /// The prefix of a definition-name term.
 pub(crate) const DEFINITION: char = '\u{1}';

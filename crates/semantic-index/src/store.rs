@@ -45,8 +45,11 @@ const MANIFEST: &str = "MANIFEST";
 const FORMAT: u32 = 3;
 /// The IDF table is computed over the chunks of at most this many files.
 pub const IDF_SAMPLE_FILES: usize = 4000;
-/// A build writes a segment each time this many chunks have accumulated, which bounds its memory.
-const CHUNKS_PER_SEGMENT: usize = 120_000;
+/// A build or an update writes a segment each time this many chunks have accumulated, which
+/// bounds its memory (small in unit tests, so that they cross the bound).
+const CHUNKS_PER_SEGMENT: usize = if cfg!(test) { 40 } else { 120_000 };
+/// Files read, chunked and embedded between two checks of the pending segment's size.
+const FILES_PER_BATCH: usize = if cfg!(test) { 8 } else { 2000 };
 /// Updates merge the small segments once there are more than this many.
 const MAX_SMALL_SEGMENTS: usize = 8;
 /// A segment under this many chunks is small.
@@ -130,6 +133,9 @@ pub struct StoreHit {
     pub snippet: String,
     /// The score, in `[0, 1]`.
     pub score: f32,
+    /// The first bytes of the best chunk's [`crate::Chunk::hash`] when the store read it: a
+    /// re-rank finds the chunk's text by it, among the chunks of the file as it reads now.
+    pub chunk_hash: [u8; HASH_BYTES],
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -437,22 +443,20 @@ impl Store {
         upserts.extend(extra.iter());
         if !upserts.is_empty() {
             let known = self.vectors_by_hash(&chunk_hashes(&upserts, read));
-            let embedded = AtomicUsize::new(0);
             let mut caches = token_caches(statics);
-            let data = prepare(
+            let entries = write_segments(
+                &self.dir,
+                manifest.generation + 1,
                 statics,
                 &self.idf,
                 &upserts,
                 read,
                 &known,
-                &embedded,
                 &mut caches,
-            );
-            stats.files_read = upserts.len() - extra.len();
-            stats.chunks = data.iter().map(|f| f.chunks.len()).sum();
-            stats.embedded = embedded.load(Ordering::Relaxed);
-            let generation = manifest.generation + 1;
-            let entry = write_segment(&self.dir, generation, 0, &data, statics.dim())?;
+                &mut stats,
+            )?;
+            // The files of merged segments were read again, but they are not this update's.
+            stats.files_read -= extra.len();
             manifest.segments = manifest
                 .segments
                 .into_iter()
@@ -460,7 +464,7 @@ impl Store {
                 .filter(|(si, _)| !merged.contains(si))
                 .map(|(_, e)| e)
                 .collect();
-            manifest.segments.push(entry);
+            manifest.segments.extend(entries);
         }
         for s in &mut manifest.segments {
             s.deleted.sort_unstable();
@@ -575,11 +579,14 @@ impl Store {
             .map(|(score, si, f, c)| {
                 let seg = &self.segments[si];
                 let chunk = seg.chunk(c);
+                let mut chunk_hash = [0; HASH_BYTES];
+                chunk_hash.copy_from_slice(seg.chunk_hash(c));
                 StoreHit {
                     path: seg.file(f).path.to_owned(),
                     line: u64::from(chunk.snippet_line),
                     snippet: chunk.snippet.to_owned(),
                     score,
+                    chunk_hash,
                 }
             })
             .collect()
@@ -1173,42 +1180,18 @@ fn build(
         rebuilt: true,
         ..CatchUp::default()
     };
-    let mut segments = Vec::new();
-    let mut pending: Vec<FileData> = Vec::new();
-    let mut pending_chunks = 0usize;
-    let known = HashMap::new();
-    let embedded = AtomicUsize::new(0);
     let all: Vec<&SourceFile> = files.iter().collect();
-    for batch in all.chunks(2000) {
-        for f in prepare(statics, &idf, batch, read, &known, &embedded, &mut caches) {
-            pending_chunks += f.chunks.len();
-            stats.files_read += 1;
-            pending.push(f);
-        }
-        if pending_chunks >= CHUNKS_PER_SEGMENT {
-            stats.chunks += pending_chunks;
-            let data = std::mem::take(&mut pending);
-            segments.push(write_segment(
-                dir,
-                generation,
-                segments.len(),
-                &data,
-                statics.dim(),
-            )?);
-            pending_chunks = 0;
-        }
-    }
-    if !pending.is_empty() || segments.is_empty() {
-        stats.chunks += pending_chunks;
-        segments.push(write_segment(
-            dir,
-            generation,
-            segments.len(),
-            &pending,
-            statics.dim(),
-        )?);
-    }
-    stats.embedded = embedded.load(Ordering::Relaxed);
+    let segments = write_segments(
+        dir,
+        generation,
+        statics,
+        &idf,
+        &all,
+        read,
+        &HashMap::new(),
+        &mut caches,
+        &mut stats,
+    )?;
     let manifest = Manifest {
         format: FORMAT,
         generation,
@@ -1221,6 +1204,49 @@ fn build(
     };
     commit_manifest(dir, &manifest)?;
     Ok(stats)
+}
+
+/// Reads, chunks and embeds `files` a batch at a time and writes them as segments of about
+/// [`CHUNKS_PER_SEGMENT`] chunks each (checked after each batch of [`FILES_PER_BATCH`] files) (`seg-<generation>-0`, `-1`, …; at least one, empty when
+/// `files` is), so that memory holds one segment's data however many files a build or an update
+/// brings. Adds to `stats` the files read, the chunks and the vectors computed.
+#[allow(clippy::too_many_arguments)]
+fn write_segments(
+    dir: &Path,
+    generation: u64,
+    statics: &StaticModel,
+    idf: &[f32],
+    files: &[&SourceFile],
+    read: &(dyn Fn(&str) -> Option<String> + Sync),
+    known: &HashMap<[u8; HASH_BYTES], (Arc<Segment>, u32)>,
+    caches: &mut [TokenCache],
+    stats: &mut CatchUp,
+) -> Result<Vec<SegmentEntry>, StoreError> {
+    let mut segments = Vec::new();
+    let mut pending: Vec<FileData> = Vec::new();
+    let mut pending_chunks = 0usize;
+    let embedded = AtomicUsize::new(0);
+    for batch in files.chunks(FILES_PER_BATCH) {
+        for f in prepare(statics, idf, batch, read, known, &embedded, caches) {
+            pending_chunks += f.chunks.len();
+            stats.files_read += 1;
+            pending.push(f);
+        }
+        if pending_chunks >= CHUNKS_PER_SEGMENT {
+            stats.chunks += pending_chunks;
+            let data = std::mem::take(&mut pending);
+            let n = segments.len();
+            segments.push(write_segment(dir, generation, n, &data, statics.dim())?);
+            pending_chunks = 0;
+        }
+    }
+    if !pending.is_empty() || segments.is_empty() {
+        stats.chunks += pending_chunks;
+        let n = segments.len();
+        segments.push(write_segment(dir, generation, n, &pending, statics.dim())?);
+    }
+    stats.embedded += embedded.load(Ordering::Relaxed);
+    Ok(segments)
 }
 
 /// The IDF of every token id over the chunks of an even sample of `files`, and the number of
@@ -1522,5 +1548,98 @@ mod tests {
             let got = best_kept(&mut all, wanted, |e| e.0, |e| paths[e.1].as_str(), &keep);
             assert_eq!(got, expected, "case {case}: {n} files, {distinct} scores");
         }
+    }
+
+    #[test]
+    fn a_large_build_or_update_is_written_as_bounded_segments() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/tools/models/all-minilm-l6-v2");
+        let minilm = crate::MiniLm::load(&dir)
+            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"));
+        let statics = StaticModel::build_limited(&minilm, &dir, 300).expect("builds");
+        // Plain text is chunked by lines, about 1 500 bytes a chunk: four or five per file.
+        let text = |i: usize, v: u32| {
+            (0..120)
+                .map(|l| format!("file {i} line {l} version {v} word{i}x{v} some more words\n"))
+                .collect::<String>()
+        };
+        let contents = std::sync::Mutex::new(
+            (0..30)
+                .map(|i| (format!("doc{i}.txt"), text(i, 1)))
+                .collect::<HashMap<_, _>>(),
+        );
+        let read = |p: &str| contents.lock().unwrap().get(p).cloned();
+        let files = |v: &dyn Fn(usize) -> u64| -> Vec<SourceFile> {
+            (0..30)
+                .map(|i| SourceFile {
+                    path: format!("doc{i}.txt"),
+                    version: v(i),
+                    prior: 1.0,
+                })
+                .collect()
+        };
+        let store_dir = tempfile::tempdir().unwrap();
+        let check = |store: &Store, generation: u64| {
+            let fresh: Vec<&SegmentEntry> = store
+                .manifest
+                .segments
+                .iter()
+                .filter(|e| e.file.starts_with(&format!("seg-{generation}-")))
+                .collect();
+            // The bound is checked after each batch: one batch's chunks past it at most.
+            let per_file = chunk_file("doc0.txt", &text(0, 1)).len();
+            assert!(fresh.len() >= 2, "{:?}", store.manifest.segments);
+            assert!(
+                fresh
+                    .iter()
+                    .all(|e| e.chunks as usize <= CHUNKS_PER_SEGMENT + FILES_PER_BATCH * per_file),
+                "{:?}",
+                store.manifest.segments
+            );
+        };
+        let (built, stats) = Store::catch_up(
+            store_dir.path(),
+            &statics,
+            "m",
+            "r1",
+            &files(&|_| 1),
+            &read,
+            None,
+        )
+        .unwrap();
+        assert!(stats.rebuilt && stats.files_read == 30, "{stats:?}");
+        assert!(stats.chunks > 3 * CHUNKS_PER_SEGMENT, "{stats:?}");
+        assert_eq!(built.live_chunks, stats.chunks);
+        check(&built, 1);
+        // An update of 25 files is written in bounded segments too.
+        for i in 0..25 {
+            contents
+                .lock()
+                .unwrap()
+                .insert(format!("doc{i}.txt"), text(i, 2));
+        }
+        let (updated, stats) = Store::catch_up(
+            store_dir.path(),
+            &statics,
+            "m",
+            "r2",
+            &files(&|i| if i < 25 { 2 } else { 1 }),
+            &read,
+            None,
+        )
+        .unwrap();
+        assert!(!stats.rebuilt && stats.files_read == 25, "{stats:?}");
+        check(&updated, 2);
+        assert_eq!(updated.revision(), "r2");
+        let hits = updated.search(&statics, "word7x2", &Weights::default(), &|_| true, 5);
+        assert_eq!(hits[0].path, "doc7.txt");
+        // Exactly the chunks of the files as they read now are live.
+        let expected: usize = contents
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, t)| chunk_file(p, t).len())
+            .sum();
+        assert_eq!(updated.live_chunks, expected);
     }
 }

@@ -61,7 +61,7 @@ fn stem(word: String) -> String {
 
 /// Text as the embedders read it: identifiers cut into words, so that `getUserName` reaches the
 /// word-piece vocabulary as `get user name` rather than as `getuse ##rna ##me`.
-pub(crate) fn for_embedding(text: &str) -> String {
+pub fn for_embedding(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {

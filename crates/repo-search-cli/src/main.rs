@@ -82,7 +82,8 @@ struct Location {
     #[arg(long)]
     model_dir: Option<PathBuf>,
     /// Re-rank the first 30 `semantic` hits with MiniLM: a better ranking (stdlib MRR@10 0.428
-    /// against 0.360) for about 250 ms more a query. Needs MiniLM beside the static model.
+    /// against 0.360), for 0.25 to 2 s more a query until the hits' chunks are cached. Needs
+    /// MiniLM beside the static model.
     #[arg(long)]
     rerank: bool,
 }

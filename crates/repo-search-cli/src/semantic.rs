@@ -135,13 +135,9 @@ impl Reranker {
         let cosines: Vec<f32> = hits[..depth]
             .iter()
             .map(|h| {
-                cache.get(&h.chunk_hash).map_or(0.0, |v| {
-                    v.iter()
-                        .zip(&query)
-                        .map(|(a, b)| a * b)
-                        .sum::<f32>()
-                        .clamp(0.0, 1.0)
-                })
+                cache
+                    .get(&h.chunk_hash)
+                    .map_or(0.0, |v| semantic_index::rank::unit_cosine(v, &query))
             })
             .collect();
         let hybrid: Vec<f32> = hits.iter().map(|h| h.score).collect();

@@ -314,16 +314,7 @@ impl<'m> SemanticIndex<'m> {
             return;
         }
         let vectors = self.minilm_vectors(minilm, &hits[..depth]);
-        let cosines: Vec<f32> = vectors
-            .iter()
-            .map(|v| {
-                v.iter()
-                    .zip(&query)
-                    .map(|(a, b)| a * b)
-                    .sum::<f32>()
-                    .clamp(0.0, 1.0)
-            })
-            .collect();
+        let cosines: Vec<f32> = vectors.iter().map(|v| unit_cosine(v, &query)).collect();
         let hybrid: Vec<f32> = hits.iter().map(|h| h.score).collect();
         for (hit, score) in hits.iter_mut().zip(rerank_scores(&w, &cosines, &hybrid)) {
             hit.score = score;
@@ -359,6 +350,15 @@ impl<'m> SemanticIndex<'m> {
             })
             .collect()
     }
+}
+
+/// The cosine of two unit vectors (MiniLM's are), clamped to `[0, 1]`: the re-rank's signal.
+pub fn unit_cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x * y)
+        .sum::<f32>()
+        .clamp(0.0, 1.0)
 }
 
 /// The re-ranked scores of a ranking whose hybrid scores are `hybrid` (best first) when MiniLM's
@@ -434,4 +434,33 @@ pub(crate) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     }
     let scale = max / 127.0;
     (v.iter().map(|x| (x / scale).round() as i8).collect(), scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(cosines: &[f32], hybrid: &[f32], expected: &[f32]) {
+        let got = rerank_scores(&Weights::default(), cosines, hybrid);
+        assert_eq!(got.len(), expected.len(), "{got:?}");
+        for (g, e) in got.iter().zip(expected) {
+            assert!((g - e).abs() < 1e-6, "{got:?} against {expected:?}");
+        }
+    }
+
+    #[test]
+    fn rerank_scores_mix_the_head_and_scale_the_tail_under_it() {
+        // Head: 0.7 · cosine + 0.3 · hybrid / best; tail: the head's lowest · hybrid / head's last.
+        check(
+            &[0.1, 0.9],
+            &[0.8, 0.6, 0.4, 0.2],
+            &[0.37, 0.855, 0.37 * 0.4 / 0.6, 0.37 * 0.2 / 0.6],
+        );
+        // No cosine: the hybrid ranking as it was.
+        check(&[], &[0.5, 0.25], &[0.5, 0.25]);
+        // More cosines than hits: only the hits are scored.
+        check(&[1.0, 1.0, 1.0], &[0.5], &[1.0]);
+        // Scores stay in [0, 1].
+        check(&[1.0], &[1.0, 1.0], &[1.0, 1.0]);
+    }
 }

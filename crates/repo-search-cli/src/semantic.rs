@@ -83,8 +83,9 @@ struct Reranker {
     cache: Mutex<HashMap<[u8; HASH_BYTES], Vec<f32>>>,
 }
 
-/// Chunk vectors a re-ranking process keeps (384 f32 each: about 30 MB), emptied when full.
-const RERANK_CACHE_VECTORS: usize = 20_000;
+/// Chunk vectors a re-ranking process keeps (384 f32 each: about 30 MB), emptied when full
+/// (one in unit tests, so that they empty it).
+const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 20_000 };
 
 impl Reranker {
     /// Re-scores and re-orders the head of `hits` (best first). `false`, with `hits` untouched,
@@ -101,20 +102,25 @@ impl Reranker {
         if depth == 0 {
             return true;
         }
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        // The head's cached vectors; the lock is not held while files are read and MiniLM runs.
+        let mut vectors: Vec<Option<Vec<f32>>> = {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            hits[..depth]
+                .iter()
+                .map(|h| cache.get(&h.chunk_hash).cloned())
+                .collect()
+        };
         let mut missing: Vec<([u8; HASH_BYTES], String)> = Vec::new();
-        for hit in &hits[..depth] {
-            if cache.contains_key(&hit.chunk_hash)
-                || missing.iter().any(|(h, _)| *h == hit.chunk_hash)
-            {
+        for (hit, cached) in hits[..depth].iter().zip(&vectors) {
+            if cached.is_some() || missing.iter().any(|(h, _)| *h == hit.chunk_hash) {
                 continue;
             }
-            let text = read_text(root, &hit.path).and_then(|text| {
+            let chunk = read_text(root, &hit.path).and_then(|text| {
                 semantic_index::chunk_file(&hit.path, &text)
                     .into_iter()
                     .find(|c| c.hash[..HASH_BYTES] == hit.chunk_hash)
             });
-            let Some(chunk) = text else {
+            let Some(chunk) = chunk else {
                 return false;
             };
             missing.push((hit.chunk_hash, semantic_index::for_embedding(&chunk.text)));
@@ -122,21 +128,31 @@ impl Reranker {
         let mut texts: Vec<String> = vec![semantic_index::for_embedding(query)];
         texts.extend(missing.iter().map(|(_, t)| t.clone()));
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let Ok(mut vectors) = self.minilm.embed(&refs) else {
+        let Ok(mut embedded) = self.minilm.embed(&refs) else {
             return false;
         };
-        let query = vectors.remove(0);
-        if cache.len() + missing.len() > RERANK_CACHE_VECTORS {
-            cache.clear();
+        let query = embedded.remove(0);
+        let new: HashMap<[u8; HASH_BYTES], Vec<f32>> = missing
+            .into_iter()
+            .map(|(hash, _)| hash)
+            .zip(embedded)
+            .collect();
+        for (hit, vector) in hits[..depth].iter().zip(vectors.iter_mut()) {
+            if vector.is_none() {
+                *vector = new.get(&hit.chunk_hash).cloned();
+            }
         }
-        for ((hash, _), v) in missing.into_iter().zip(vectors) {
-            cache.insert(hash, v);
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.len() + new.len() > RERANK_CACHE_VECTORS {
+                cache.clear();
+            }
+            cache.extend(new);
         }
-        let cosines: Vec<f32> = hits[..depth]
+        let cosines: Vec<f32> = vectors
             .iter()
-            .map(|h| {
-                cache
-                    .get(&h.chunk_hash)
+            .map(|v| {
+                v.as_ref()
                     .map_or(0.0, |v| semantic_index::rank::unit_cosine(v, &query))
             })
             .collect();
@@ -654,5 +670,50 @@ mod tests {
             "def open_socket(host):\n    \"\"\"Dial the server.\"\"\"\n",
         );
         assert_eq!(ask(open(true)).await, hybrid);
+    }
+
+    /// Emptying a full cache must not cost a head chunk that was cached its score: the re-rank
+    /// of a head with cached and new chunks equals a fresh process's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_rerank_cache_never_costs_a_cached_chunk_its_score() {
+        use index_contract::RepositoryIndexBackend;
+        let (repo, store) = two_functions();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let open = || {
+            let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+            Arc::new(engine.with_rerank(&model_dir()).unwrap())
+        };
+        let ask = |engine: Arc<SemanticEngine>| {
+            let backend = CompositeBackend {
+                index: index.clone(),
+                semantic: engine,
+            };
+            async move {
+                let mut request = SearchRequest::new("a python function", SearchMode::Semantic);
+                request.max_results = Some(10);
+                let answer = backend.search(request).await.unwrap();
+                assert_eq!(answer.status.state, IndexState::Ready);
+                answer
+                    .hits
+                    .into_iter()
+                    .map(|h| (h.path, h.score))
+                    .collect::<Vec<_>>()
+            }
+        };
+        let long_lived = open();
+        long_lived.catch_up(&index, None).unwrap();
+        let first = ask(long_lived.clone()).await;
+        assert_eq!(first.len(), 2, "both files in the head: {first:?}");
+        // One file changes: its chunk is new, the other's is cached, and the cache is full.
+        write(
+            repo.path(),
+            "src/sort.py",
+            "def sort_numbers(items):\n    \"\"\"Order the numbers from large to small.\"\"\"\n",
+        );
+        index.refresh("head", None).unwrap();
+        let again = ask(long_lived).await;
+        let fresh = ask(open()).await;
+        assert_eq!(again, fresh);
     }
 }

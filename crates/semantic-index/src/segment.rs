@@ -280,8 +280,24 @@ impl Segment {
             && at[2] - at[1] == nc * CHUNK_ROW
             && at[4] - at[3] == nc * d
             && at[5] - at[4] == nc * 4
-            && at[6] - at[5] >= nt.div_ceil(TERMS_PER_BLOCK) * 4;
+            && at[6] - at[5] >= nt.div_ceil(TERMS_PER_BLOCK) * 4
+            && d > 0;
         if !sizes_fit {
+            return Err(StoreError::Corrupt);
+        }
+        // Rows that point past their tables are damage: a query indexes by them unchecked.
+        let mut next_chunk = 0u64;
+        for f in 0..nf {
+            let r = at[0] + f * FILE_ROW;
+            let (first, count) = (u32_at(r + 16), u32_at(r + 20));
+            if u64::from(first) != next_chunk {
+                return Err(StoreError::Corrupt);
+            }
+            next_chunk += u64::from(count);
+        }
+        let files_of_chunks_fit = next_chunk == nc as u64
+            && (0..nc).all(|c| (u32_at(at[1] + c * CHUNK_ROW) as usize) < nf);
+        if !files_of_chunks_fit {
             return Err(StoreError::Corrupt);
         }
         Ok(Segment {
@@ -420,7 +436,10 @@ impl Segment {
                 std::cmp::Ordering::Equal => {
                     let mut list = self.at[6] + postings;
                     let count = self.varint(&mut list)?;
-                    return Some((list, count));
+                    // Each posting takes at least two bytes: a larger count is damage, and
+                    // would make a caller reserve room for it.
+                    let room = self.at[7].checked_sub(list)? / 2;
+                    return (count as usize <= room).then_some((list, count));
                 }
                 std::cmp::Ordering::Greater => return None,
             }
@@ -446,25 +465,14 @@ impl Segment {
     /// Calls `f(id, term frequency)` for each posting of a list [`Segment::lookup`] found,
     /// decoding in place.
     pub(crate) fn each_posting(&self, (mut at, count): (usize, u32), mut f: impl FnMut(u32, u32)) {
-        let end = self.at[7];
-        let mut next = || {
-            let mut v = 0u32;
-            let mut shift = 0;
-            while at < end {
-                let b = self.map[at];
-                at += 1;
-                v |= u32::from(b & 0x7f) << shift;
-                if b & 0x80 == 0 {
-                    break;
-                }
-                shift += 7;
-            }
-            v
-        };
         let mut id = 0u32;
         for _ in 0..count {
-            id = id.wrapping_add(next());
-            let tf = next();
+            let (Some(delta), Some(tf)) = (self.varint(&mut at), self.varint(&mut at)) else {
+                // A list running past the map: what was decoded stands (the crc held, so only
+                // a writer's bug gets here).
+                return;
+            };
+            id = id.wrapping_add(delta);
             f(id, tf);
         }
     }

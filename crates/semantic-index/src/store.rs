@@ -354,7 +354,8 @@ impl Store {
             Ok(Some(s))
                 if s.manifest.model == model
                     && s.manifest.format == FORMAT
-                    && s.idf.len() == statics.vocab_size() =>
+                    && s.idf.len() == statics.vocab_size()
+                    && s.segments.iter().all(|seg| seg.dim == statics.dim()) =>
             {
                 Some(s)
             }
@@ -456,7 +457,7 @@ impl Store {
                 &mut stats,
             )?;
             // The files of merged segments were read again, but they are not this update's.
-            stats.files_read -= extra.len();
+            stats.files_read = stats.files_read.saturating_sub(extra.len());
             manifest.segments = manifest
                 .segments
                 .into_iter()
@@ -849,7 +850,8 @@ fn scan_avx2(
         _mm256_add_epi32, _mm256_castsi256_si128, _mm256_cvtepi8_epi16, _mm256_extracti128_si256,
         _mm256_loadu_si256, _mm256_madd_epi16, _mm256_setzero_si256,
     };
-    let main = (dim - dim % 16).min(q16.len());
+    // The widest multiple of 16 both the row and the query hold.
+    let main = dim.min(q16.len()) / 16 * 16;
     for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
         let mut acc = _mm256_setzero_si256();
         let mut i = 0;
@@ -895,7 +897,8 @@ fn scan_avx512(
         __m256i, __m512i, _mm256_loadu_si256, _mm512_add_epi32, _mm512_cvtepi8_epi16,
         _mm512_loadu_si512, _mm512_madd_epi16, _mm512_reduce_add_epi32, _mm512_setzero_si512,
     };
-    let main = (dim - dim % 32).min(q16.len());
+    // The widest multiple of 32 both the row and the query hold.
+    let main = dim.min(q16.len()) / 32 * 32;
     for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
         let mut acc = _mm512_setzero_si512();
         let mut i = 0;
@@ -929,10 +932,13 @@ fn scan_rows(
     qscale: f32,
     scale: &dyn Fn(u32) -> f32,
 ) {
+    // The widest multiple of 16 both the row and the query hold; the rest one by one, as the
+    // SIMD kernels do.
+    let main = dim.min(q16.len()) / 16 * 16;
     for (c, (row, slot)) in rows.chunks_exact(dim).zip(out.iter_mut()).enumerate() {
         let mut lanes = [0i32; 16];
-        let (row_main, row_tail) = row.split_at(dim - dim % 16);
-        let (q_main, q_tail) = q16.split_at((dim - dim % 16).min(q16.len()));
+        let (row_main, row_tail) = row.split_at(main);
+        let (q_main, q_tail) = q16.split_at(main);
         for (r, qq) in row_main.chunks_exact(16).zip(q_main.chunks_exact(16)) {
             for k in 0..16 {
                 lanes[k] += i32::from(r[k] as i8) * i32::from(qq[k]);
@@ -1078,7 +1084,8 @@ fn prepare(
             .collect();
         workers
             .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
+            // A worker that panicked must not leave its files out of the store unnoticed.
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
     out.sort_by_key(|(i, _)| *i);
@@ -1483,23 +1490,49 @@ mod tests {
     #[test]
     fn every_scan_kernel_the_cpu_has_computes_the_portable_cosines() {
         let mut state = 7;
-        for dim in [256, 250, 32, 16, 7] {
+        // Widths around the kernels' steps, and queries as long as, shorter and longer than a
+        // row: every kernel multiplies the pairs both hold, and only those.
+        for (dim, q_len) in [
+            (256, 256),
+            (250, 250),
+            (32, 32),
+            (32, 20),
+            (16, 16),
+            (7, 7),
+            (40, 45),
+            (64, 33),
+        ] {
             let rows = 300;
             let mut dense: Vec<u8> = (0..rows * dim).map(|_| lcg(&mut state) as u8).collect();
             // The extremes of int8, where a widening multiply-add could overflow if it were wrong.
             dense[..dim].fill(0x80);
             dense[dim..2 * dim].fill(0x7f);
-            let mut q16: Vec<i16> = (0..dim)
+            let mut q16: Vec<i16> = (0..q_len)
                 .map(|_| (lcg(&mut state) % 255) as i16 - 127)
                 .collect();
             q16[0] = -127;
             let scales: Vec<f32> = (0..rows).map(|c| 1e-6 * (c + 1) as f32).collect();
             let scale = |c: u32| scales[c as usize];
-            let mut expected = vec![0.0; rows];
-            scan_rows(&mut expected, &dense, dim, &q16, 0.01, &scale);
+            // The definition, one product at a time.
+            let expected: Vec<f32> = dense
+                .chunks_exact(dim)
+                .enumerate()
+                .map(|(c, row)| {
+                    let dot: i32 = row
+                        .iter()
+                        .zip(&q16)
+                        .map(|(&a, &b)| i32::from(a as i8) * i32::from(b))
+                        .sum();
+                    (dot as f32 * 0.01 * scales[c]).clamp(0.0, 1.0)
+                })
+                .collect();
+            let case = format!("dim {dim}, query {q_len}");
+            let mut got = vec![-1.0; rows];
+            scan_rows(&mut got, &dense, dim, &q16, 0.01, &scale);
+            assert_eq!(got, expected, "portable scan, {case}");
             let mut got = vec![-1.0; rows];
             scan(&mut got, &dense, dim, &q16, 0.01, &scale);
-            assert_eq!(got, expected, "dispatched scan, dim {dim}");
+            assert_eq!(got, expected, "dispatched scan, {case}");
             #[cfg(target_arch = "x86_64")]
             #[allow(unsafe_code)]
             {
@@ -1507,13 +1540,13 @@ mod tests {
                     let mut got = vec![-1.0; rows];
                     // SAFETY: the CPU has AVX2, checked just above.
                     unsafe { scan_avx2(&mut got, &dense, dim, &q16, 0.01, &scale) };
-                    assert_eq!(got, expected, "AVX2 scan, dim {dim}");
+                    assert_eq!(got, expected, "AVX2 scan, {case}");
                 }
                 if std::arch::is_x86_feature_detected!("avx512bw") {
                     let mut got = vec![-1.0; rows];
                     // SAFETY: the CPU has AVX-512 BW, checked just above.
                     unsafe { scan_avx512(&mut got, &dense, dim, &q16, 0.01, &scale) };
-                    assert_eq!(got, expected, "AVX-512 scan, dim {dim}");
+                    assert_eq!(got, expected, "AVX-512 scan, {case}");
                 }
             }
         }

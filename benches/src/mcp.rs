@@ -81,9 +81,3 @@ impl Server {
         let _ = self.child.wait();
     }
 }
-
-/// The `p` quantile (0 to 1) of `v` by the nearest rank.
-pub fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}

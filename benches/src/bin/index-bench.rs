@@ -5,66 +5,20 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use embedded_index::EmbeddedIndex;
 use index_contract::{SearchMode, SearchRequest};
+use index_testkit::linux_queries::{COMMON, RARE, REGEX};
+use index_testkit::percentile;
+use index_testkit::rg::rg_first_lines;
 use repo_search_benches::alloc::{self, CountingAllocator};
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator;
 
-const RARE: [&str; 5] = [
-    "SYSCALL_DEFINE3(fchmodat",
-    "kvm_vcpu_ioctl_set_cpuid2",
-    "ZSTD_decompressStream",
-    "xhci_ring_ep_doorbell",
-    "btrfs_free_reserved_data_space",
-];
-const COMMON: [&str; 3] = ["EXPORT_SYMBOL_GPL(", "return -EINVAL;", "static int"];
-/// Selective regexes: the trigram plan must narrow them to few candidates. The first is the one
-/// `cargo xtask bench` also times with csearch and rg (`regex_p50_ms`, `regex_p95_ms`).
-const REGEX: [&str; 3] = [
-    r"fn\s+new_[a-z]+\(",
-    r"static\s+int\s+[a-z_]+_probe\(",
-    r"(kvm|xen)_[a-z]+_msr_(read|write)",
-];
-
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
-}
-
-fn pct(mut v: Vec<f64>, p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
-
-fn rg_first(rg: &str, root: &Path, q: &str, regex: bool) -> BTreeMap<String, u64> {
-    let out = Command::new(rg)
-        .current_dir(root)
-        .args([
-            "--no-config",
-            if regex { "--case-sensitive" } else { "-F" },
-            "--line-number",
-            "--no-heading",
-            "--with-filename",
-            "--max-count",
-            "1",
-            "--regexp",
-            q,
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("rg");
-    let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let mut parts = line.splitn(3, ':');
-        if let (Some(p), Some(l)) = (parts.next(), parts.next()) {
-            m.insert(p.to_owned(), l.parse().unwrap_or(0));
-        }
-    }
-    m
 }
 
 fn main() {
@@ -167,7 +121,7 @@ fn main() {
             let (_, resp) = query_as(q, 10_000, is_regex);
             let ours: BTreeMap<String, u64> =
                 resp.hits.iter().map(|h| (h.path.clone(), h.line)).collect();
-            let theirs = rg_first(rg, root, q, is_regex);
+            let theirs = rg_first_lines(Path::new(rg), root, q, is_regex);
             agree.insert(
                 (*q).to_owned(),
                 serde_json::json!({"files": theirs.len(), "identical": ours == theirs}),
@@ -190,16 +144,16 @@ fn main() {
             "index_bytes": stats.index_bytes,
             "corpus_bytes": corpus_bytes,
             "reopen_ms": reopen_ms,
-            "rare_p50_ms": pct(rare.clone(), 0.5),
-            "rare_p95_ms": pct(rare, 0.95),
-            "common_p50_ms": pct(common.clone(), 0.5),
-            "common_p95_ms": pct(common, 0.95),
+            "rare_p50_ms": percentile(rare.clone(), 0.5),
+            "rare_p95_ms": percentile(rare, 0.95),
+            "common_p50_ms": percentile(common.clone(), 0.5),
+            "common_p95_ms": percentile(common, 0.95),
             "common_hits": common_hits,
-            "regex_p50_ms": pct(regex.clone(), 0.5),
-            "regex_p95_ms": pct(regex, 0.95),
-            "regex_all_p95_ms": pct(regex_all, 0.95),
+            "regex_p50_ms": percentile(regex.clone(), 0.5),
+            "regex_p95_ms": percentile(regex, 0.95),
+            "regex_all_p95_ms": percentile(regex_all, 0.95),
             "regex_full_scans": regex_full_scans,
-            "typed_rare_p50_ms": pct(typed, 0.5),
+            "typed_rare_p50_ms": percentile(typed, 0.5),
             "query_peak_heap_mib": query_peak as f64 / 1048576.0,
             "apply_1000_ms": apply_ms,
             "agreement_with_rg": agree,

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use repo_search_benches::mcp::{Server, percentile};
+use index_testkit::percentile;
+use repo_search_benches::mcp::Server;
 use serde_json::json;
 
 fn main() {

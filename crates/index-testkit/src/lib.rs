@@ -7,8 +7,8 @@
 //! honest hits.
 //!
 //! It also holds what several crates' tests share: [`tree`] generates git worktrees full of
-//! awkward cases, and [`rg`] runs the pinned ripgrep as the oracle for what a literal search
-//! finds. With the `conformance` feature, `conformance` is the suite every index backend runs
+//! awkward cases, [`rg`] runs the pinned ripgrep as the oracle for what a literal search
+//! finds, and [`pg`] runs a test binary in a throwaway PostgreSQL cluster. With the `conformance` feature, `conformance` is the suite every index backend runs
 //! against itself.
 //!
 //! # Example
@@ -27,8 +27,37 @@
 pub mod alloc;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+/// The Linux 6.12 queries the index benchmarks time (`index-bench`, `pg_probe`), shared so that
+/// their figures compare.
+pub mod linux_queries {
+    /// Identifiers found in a handful of files.
+    pub const RARE: [&str; 5] = [
+        "SYSCALL_DEFINE3(fchmodat",
+        "kvm_vcpu_ioctl_set_cpuid2",
+        "ZSTD_decompressStream",
+        "xhci_ring_ep_doorbell",
+        "btrfs_free_reserved_data_space",
+    ];
+    /// Literals found in thousands of files.
+    pub const COMMON: [&str; 3] = ["EXPORT_SYMBOL_GPL(", "return -EINVAL;", "static int"];
+    /// Selective regexes: the trigram plan must narrow them to few candidates. The first is the
+    /// one `cargo xtask bench` also times with csearch and rg.
+    pub const REGEX: [&str; 3] = [
+        r"fn\s+new_[a-z]+\(",
+        r"static\s+int\s+[a-z_]+_probe\(",
+        r"(kvm|xen)_[a-z]+_msr_(read|write)",
+    ];
+}
+pub mod pg;
 pub mod rg;
 pub mod tree;
+
+/// The `p` quantile (0 to 1) of `v` by the nearest rank, as the benchmarks and probes quote
+/// medians and tails. Panics on an empty `v`.
+pub fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -311,6 +311,36 @@ pub fn context_line(line: &[u8], cap: usize) -> String {
     text[..end].to_owned()
 }
 
+/// Ripgrep's first matching line per file under `root`, as the probes compare an index with it
+/// (`rg --max-count 1`, fixed strings unless `regex`, case-sensitive): path → 1-based line. `rg`
+/// is the binary to run (a probe's peer, named on its command line).
+pub fn rg_first_lines(rg: &Path, root: &Path, query: &str, regex: bool) -> BTreeMap<String, u64> {
+    let out = Command::new(rg)
+        .current_dir(root)
+        .args([
+            "--no-config",
+            if regex { "--case-sensitive" } else { "-F" },
+            "--line-number",
+            "--no-heading",
+            "--with-filename",
+            "--max-count",
+            "1",
+            "--regexp",
+            query,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("rg");
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut parts = line.splitn(3, ':');
+        if let (Some(p), Some(l)) = (parts.next(), parts.next()) {
+            m.insert(p.to_owned(), l.parse().unwrap_or(0));
+        }
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -10,40 +10,20 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use index_contract::{SearchMode, SearchRequest};
+use index_testkit::linux_queries::{COMMON, RARE, REGEX};
+use index_testkit::percentile;
+use index_testkit::rg::rg_first_lines;
 use pg_index::{PgIndex, PgIndexConfig};
 
-/// The queries of `benches/src/bin/index-bench.rs`, so that the figures compare.
-const RARE: [&str; 5] = [
-    "SYSCALL_DEFINE3(fchmodat",
-    "kvm_vcpu_ioctl_set_cpuid2",
-    "ZSTD_decompressStream",
-    "xhci_ring_ep_doorbell",
-    "btrfs_free_reserved_data_space",
-];
-const COMMON: [&str; 3] = ["EXPORT_SYMBOL_GPL(", "return -EINVAL;", "static int"];
-const REGEX: [&str; 3] = [
-    r"fn\s+new_[a-z]+\(",
-    r"static\s+int\s+[a-z_]+_probe\(",
-    r"(kvm|xen)_[a-z]+_msr_(read|write)",
-];
 const CLIENTS: usize = 8;
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
-}
-
-fn pct(mut v: Vec<f64>, p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 fn request(q: &str, regex: bool, cap: usize) -> SearchRequest {
@@ -51,34 +31,6 @@ fn request(q: &str, regex: bool, cap: usize) -> SearchRequest {
     r.regex = regex;
     r.max_results = Some(cap);
     r
-}
-
-/// Ripgrep's first matching line per file, as `index-bench` reads it.
-fn rg_first(rg: &str, root: &Path, q: &str, regex: bool) -> BTreeMap<String, u64> {
-    let out = Command::new(rg)
-        .current_dir(root)
-        .args([
-            "--no-config",
-            if regex { "--case-sensitive" } else { "-F" },
-            "--line-number",
-            "--no-heading",
-            "--with-filename",
-            "--max-count",
-            "1",
-            "--regexp",
-            q,
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .expect("rg");
-    let mut m = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let mut parts = line.splitn(3, ':');
-        if let (Some(p), Some(l)) = (parts.next(), parts.next()) {
-            m.insert(p.to_owned(), l.parse().unwrap_or(0));
-        }
-    }
-    m
 }
 
 /// CPU seconds (user and system) of a process, from `/proc`.
@@ -217,8 +169,8 @@ async fn main() {
         "rare_cpu_ms_per_query",
         (s1 - s0 + c1 - c0) * 1000.0 / rare.len() as f64,
     );
-    put("rare_p50_ms", pct(rare.clone(), 0.5));
-    put("rare_p95_ms", pct(rare, 0.95));
+    put("rare_p50_ms", percentile(rare.clone(), 0.5));
+    put("rare_p95_ms", percentile(rare, 0.95));
     let (mut common, mut common_hits, mut common_full) = (Vec::new(), 0usize, 0usize);
     let (s0, c0) = cpu(postmaster);
     for _ in 0..10 {
@@ -238,8 +190,8 @@ async fn main() {
         "common_cpu_ms_per_query",
         (s1 - s0 + c1 - c0) * 1000.0 / common.len() as f64,
     );
-    put("common_p50_ms", pct(common.clone(), 0.5));
-    put("common_p95_ms", pct(common, 0.95));
+    put("common_p50_ms", percentile(common.clone(), 0.5));
+    put("common_p95_ms", percentile(common, 0.95));
     put("common_hits", common_hits as f64);
     put("common_full_scans", common_full as f64);
     let (mut regex, mut regex_all, mut regex_full, mut regex_errors) =
@@ -260,9 +212,9 @@ async fn main() {
             }
         }
     }
-    put("regex_p50_ms", pct(regex.clone(), 0.5));
-    put("regex_p95_ms", pct(regex, 0.95));
-    put("regex_all_p95_ms", pct(regex_all, 0.95));
+    put("regex_p50_ms", percentile(regex.clone(), 0.5));
+    put("regex_p95_ms", percentile(regex, 0.95));
+    put("regex_all_p95_ms", percentile(regex_all, 0.95));
     put("regex_full_scans", regex_full as f64);
     put("regex_errors", regex_errors as f64);
 
@@ -354,8 +306,8 @@ async fn main() {
         done.load(Ordering::Relaxed) as f64 / secs.max(1e-9),
     );
     put("clients_failures", failed.load(Ordering::Relaxed) as f64);
-    put("clients_p50_ms", pct(latencies.clone(), 0.5));
-    put("clients_p95_ms", pct(latencies, 0.95));
+    put("clients_p50_ms", percentile(latencies.clone(), 0.5));
+    put("clients_p95_ms", percentile(latencies, 0.95));
 
     if let Some(rg) = &rg {
         let (mut checked, mut differing) = (0, 0);
@@ -367,7 +319,7 @@ async fn main() {
             let ours: BTreeMap<String, u64> =
                 r.hits.iter().map(|h| (h.path.clone(), h.line)).collect();
             checked += 1;
-            if ours != rg_first(rg, &root, q, is_regex) {
+            if ours != rg_first_lines(Path::new(rg), &root, q, is_regex) {
                 differing += 1;
                 eprintln!("pg_probe: hits differ from rg's for {q:?}");
             }

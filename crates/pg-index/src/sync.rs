@@ -33,6 +33,19 @@ pub(crate) const CREATE_INCOMING: &str = "CREATE TEMPORARY TABLE incoming (
      raw bytea COMPRESSION lz4, prior real NOT NULL, stamp bytea, hash bytea
  ) ON COMMIT DROP";
 
+/// Moves the rows of `incoming` into the repository `$1`/`$2`: new paths inserted, changed ones
+/// replaced, unchanged ones left alone (no dead row, no trigram work).
+pub(crate) const UPSERT_INCOMING: &str = "INSERT INTO repo_search.files
+     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
+ SELECT $1, $2, path, sort_key, content, raw, prior, stamp, hash FROM incoming
+ ON CONFLICT (tenant_id, repo_id, path) DO UPDATE
+ SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior,
+     stamp = EXCLUDED.stamp, hash = EXCLUDED.hash
+ WHERE files.content IS DISTINCT FROM EXCLUDED.content
+    OR files.raw IS DISTINCT FROM EXCLUDED.raw
+    OR files.stamp IS DISTINCT FROM EXCLUDED.stamp
+    OR files.hash IS DISTINCT FROM EXCLUDED.hash";
+
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SyncReport {
@@ -175,17 +188,7 @@ impl PgIndex {
 
         if let Some(c) = copy {
             c.finish().await?;
-            client
-                .execute(
-                    "INSERT INTO repo_search.files
-                         (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
-                     SELECT $1, $2, path, sort_key, content, raw, prior, stamp, hash FROM incoming
-                     ON CONFLICT (tenant_id, repo_id, path) DO UPDATE
-                     SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior,
-                         stamp = EXCLUDED.stamp, hash = EXCLUDED.hash",
-                    &[t, r],
-                )
-                .await?;
+            client.execute(UPSERT_INCOMING, &[t, r]).await?;
         }
         if !restamps.is_empty() {
             let (paths, stamps): (Vec<String>, Vec<Option<Vec<u8>>>) = restamps.into_iter().unzip();

@@ -162,19 +162,7 @@ impl PgIndex {
         client.batch_execute(crate::sync::CREATE_INCOMING).await?;
         let (stats, gone) = self.copy_files(&conn, paths).await?;
         client
-            .execute(
-                "INSERT INTO repo_search.files
-                     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
-                 SELECT $1, $2, path, sort_key, content, raw, prior, stamp, hash FROM incoming
-                 ON CONFLICT (tenant_id, repo_id, path) DO UPDATE
-                 SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior,
-                     stamp = EXCLUDED.stamp, hash = EXCLUDED.hash
-                 WHERE files.content IS DISTINCT FROM EXCLUDED.content
-                    OR files.raw IS DISTINCT FROM EXCLUDED.raw
-                    OR files.stamp IS DISTINCT FROM EXCLUDED.stamp
-                    OR files.hash IS DISTINCT FROM EXCLUDED.hash",
-                &[t, r],
-            )
+            .execute(crate::sync::UPSERT_INCOMING, &[t, r])
             .await?;
         if all {
             client

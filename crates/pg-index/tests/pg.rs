@@ -12,7 +12,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,10 +25,6 @@ use index_testkit::tree::{generated_tree, write};
 use pg_index::{PgIndex, PgIndexConfig, PgIndexError};
 use search_profile::PathKey;
 use tokio_postgres::NoTls;
-
-/// Set in the re-run under `pg_virtualenv`, so that a missing `PGHOST` there fails instead of
-/// recursing.
-const INSIDE: &str = "PG_INDEX_TEST_INSIDE_VIRTUALENV";
 
 type Case = fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
@@ -85,33 +80,7 @@ const CASES: &[(&str, Case)] = &[
 ];
 
 fn main() {
-    if std::env::var_os("PGHOST").is_none() {
-        assert!(
-            std::env::var_os(INSIDE).is_none(),
-            "pg_virtualenv did not export PGHOST"
-        );
-        let exe = std::env::current_exe().expect("test executable");
-        // UTF-8 locale: the cluster must be created with the UTF8 encoding. `-t`: a cluster in a
-        // temporary directory even as root, so that concurrent runs never share one.
-        let status = Command::new("pg_virtualenv")
-            .env("LANG", "C.UTF-8")
-            .env("LC_ALL", "C.UTF-8")
-            .env(INSIDE, "1")
-            .arg("-t")
-            .arg(exe)
-            .args(std::env::args_os().skip(1))
-            .status()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run pg_virtualenv ({e}): install PostgreSQL with `cargo xtask tools`"
-                )
-            });
-        std::process::exit(status.code().unwrap_or(1));
-    }
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let filters = index_testkit::pg::in_throwaway_cluster();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

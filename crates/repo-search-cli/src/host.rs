@@ -217,17 +217,7 @@ impl Host {
         if modes == HostModes::LiteralOnly {
             let tool = RepoSearchTool::new(fallback, &[SearchMode::Literal])
                 .map_err(|_| HostError::IndexFailed)?;
-            return Ok(Host {
-                root,
-                git_dir: None,
-                index: None,
-                index_dir: None,
-                tool,
-                watcher: None,
-                refreshing: Arc::default(),
-                shared: None,
-                semantic: None,
-            });
+            return Ok(Host::bare(root, tool));
         }
         let index_dir = index_location(&root, &git_dir, index_dir)?;
         let index = Arc::new(
@@ -287,6 +277,14 @@ impl Host {
         shared: Arc<crate::pg_host::Shared>,
     ) -> Host {
         Host {
+            shared: Some(shared),
+            ..Host::bare(root, tool)
+        }
+    }
+
+    /// A host with no index of its own: its tool answers alone.
+    fn bare(root: PathBuf, tool: RepoSearchTool) -> Host {
+        Host {
             root,
             git_dir: None,
             index: None,
@@ -294,7 +292,7 @@ impl Host {
             tool,
             watcher: None,
             refreshing: Arc::default(),
-            shared: Some(shared),
+            shared: None,
             semantic: None,
         }
     }

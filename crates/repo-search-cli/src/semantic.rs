@@ -516,6 +516,25 @@ mod tests {
         (repo, tempfile::tempdir().unwrap())
     }
 
+    /// A `semantic` search of `query` (at most 10 hits) through the composite backend of `index`
+    /// and `engine`: the hits' paths and scores, the answer being `ready`.
+    async fn ready_hits(
+        index: &Arc<EmbeddedIndex>,
+        engine: Arc<SemanticEngine>,
+        query: &str,
+    ) -> Vec<(String, f64)> {
+        use index_contract::RepositoryIndexBackend;
+        let backend = CompositeBackend {
+            index: index.clone(),
+            semantic: engine,
+        };
+        let mut request = SearchRequest::new(query, SearchMode::Semantic);
+        request.max_results = Some(10);
+        let answer = backend.search(request).await.unwrap();
+        assert_eq!(answer.status.state, IndexState::Ready);
+        answer.hits.into_iter().map(|h| (h.path, h.score)).collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_store_behind_the_trigram_index_is_caught_up_before_it_answers() {
         let (repo, store) = two_functions();
@@ -623,7 +642,6 @@ mod tests {
     /// hybrid ranking is served, never a score for text the store does not hold.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rerank_serves_the_hybrid_ranking_when_a_head_chunk_changed_on_disk() {
-        use index_contract::RepositoryIndexBackend;
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
@@ -637,27 +655,7 @@ mod tests {
         };
         let plain = open(false);
         plain.catch_up(&index, None).unwrap();
-        let ask = |engine: Arc<SemanticEngine>| {
-            let backend = CompositeBackend {
-                index: index.clone(),
-                semantic: engine,
-            };
-            async move {
-                let answer = backend
-                    .search(SearchRequest::new(
-                        "connect to a remote server",
-                        SearchMode::Semantic,
-                    ))
-                    .await
-                    .unwrap();
-                assert_eq!(answer.status.state, IndexState::Ready);
-                answer
-                    .hits
-                    .into_iter()
-                    .map(|h| (h.path, h.score))
-                    .collect::<Vec<_>>()
-            }
-        };
+        let ask = |engine| ready_hits(&index, engine, "connect to a remote server");
         let hybrid = ask(plain.clone()).await;
         assert_eq!(hybrid[0].0, "src/net.py");
         let reranked = ask(open(true)).await;
@@ -676,7 +674,6 @@ mod tests {
     /// of a head with cached and new chunks equals a fresh process's.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_full_rerank_cache_never_costs_a_cached_chunk_its_score() {
-        use index_contract::RepositoryIndexBackend;
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
@@ -684,23 +681,7 @@ mod tests {
             let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
             Arc::new(engine.with_rerank(&model_dir()).unwrap())
         };
-        let ask = |engine: Arc<SemanticEngine>| {
-            let backend = CompositeBackend {
-                index: index.clone(),
-                semantic: engine,
-            };
-            async move {
-                let mut request = SearchRequest::new("a python function", SearchMode::Semantic);
-                request.max_results = Some(10);
-                let answer = backend.search(request).await.unwrap();
-                assert_eq!(answer.status.state, IndexState::Ready);
-                answer
-                    .hits
-                    .into_iter()
-                    .map(|h| (h.path, h.score))
-                    .collect::<Vec<_>>()
-            }
-        };
+        let ask = |engine| ready_hits(&index, engine, "a python function");
         let long_lived = open();
         long_lived.catch_up(&index, None).unwrap();
         let first = ask(long_lived.clone()).await;

@@ -17,10 +17,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{BIN, git, repo, write};
 
-/// Set in the re-run under `pg_virtualenv`, so that a missing `PGHOST` there fails instead of
-/// recursing.
-const INSIDE: &str = "REPO_SEARCH_PG_TEST_INSIDE_VIRTUALENV";
-
 const CASES: &[(&str, fn())] = &[
     (
         "index_then_search_equals_rg_first_match_per_file",
@@ -49,31 +45,7 @@ const CASES: &[(&str, fn())] = &[
 ];
 
 fn main() {
-    if std::env::var_os("PGHOST").is_none() {
-        assert!(
-            std::env::var_os(INSIDE).is_none(),
-            "pg_virtualenv did not export PGHOST"
-        );
-        let exe = std::env::current_exe().expect("test executable");
-        let status = Command::new("pg_virtualenv")
-            .env("LANG", "C.UTF-8")
-            .env("LC_ALL", "C.UTF-8")
-            .env(INSIDE, "1")
-            .arg("-t")
-            .arg(exe)
-            .args(std::env::args_os().skip(1))
-            .status()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run pg_virtualenv ({e}): install PostgreSQL with `cargo xtask tools`"
-                )
-            });
-        std::process::exit(status.code().unwrap_or(1));
-    }
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let filters = index_testkit::pg::in_throwaway_cluster();
     let (mut passed, mut failed) = (0, 0);
     for &(name, case) in CASES {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {

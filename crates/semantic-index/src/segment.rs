@@ -244,6 +244,8 @@ pub(crate) struct Segment {
     n_terms: u32,
     /// Section starts: files, chunks, strings, dense, scales, dictionary, postings, end.
     at: [usize; 8],
+    /// Per chunk, its BM25 length: read from the rows once, at open, not by every query.
+    lengths: Vec<f32>,
 }
 
 impl Segment {
@@ -300,6 +302,9 @@ impl Segment {
         if !files_of_chunks_fit {
             return Err(StoreError::Corrupt);
         }
+        let lengths = (0..nc)
+            .map(|c| u32_at(at[1] + c * CHUNK_ROW + 24) as f32)
+            .collect();
         Ok(Segment {
             map,
             n_files,
@@ -307,6 +312,7 @@ impl Segment {
             dim: d,
             n_terms,
             at,
+            lengths,
         })
     }
 
@@ -356,6 +362,11 @@ impl Segment {
     /// The file a chunk belongs to (the hot path of a query: no copy of the row).
     pub(crate) fn chunk_file(&self, i: u32) -> u32 {
         self.u32_at(self.at[1] + i as usize * CHUNK_ROW)
+    }
+
+    /// Every chunk's BM25 length, by chunk id.
+    pub(crate) fn lengths(&self) -> &[f32] {
+        &self.lengths
     }
 
     /// A chunk's BM25 length.

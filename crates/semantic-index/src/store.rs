@@ -178,9 +178,9 @@ pub struct Store {
     live_chunks: usize,
     /// Mean BM25 length of the live chunks.
     avg_length: f32,
-    /// Per segment, per chunk: its BM25 length, read once here rather than from its row by
-    /// every query.
-    lengths: Vec<Vec<f32>>,
+    /// Per segment: whether no later commit replaced or removed any of its files (a query then
+    /// checks no chunk's liveness there).
+    untouched: Vec<bool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -231,7 +231,6 @@ impl Store {
             .collect();
         let mut segments = Vec::new();
         let mut deleted = Vec::new();
-        let mut lengths = Vec::new();
         let (mut live_chunks, mut total_length) = (0usize, 0u64);
         for entry in &manifest.segments {
             let reused = previous.and_then(|p| {
@@ -252,10 +251,8 @@ impl Store {
             for &f in &entry.deleted {
                 *dead.get_mut(f as usize).ok_or(StoreError::Corrupt)? = true;
             }
-            let mut seg_lengths = Vec::with_capacity(seg.n_chunks as usize);
             for c in 0..seg.n_chunks {
                 let length = seg.chunk_length(c);
-                seg_lengths.push(length as f32);
                 if !dead
                     .get(seg.chunk_file(c) as usize)
                     .copied()
@@ -267,8 +264,12 @@ impl Store {
             }
             segments.push(seg);
             deleted.push(dead);
-            lengths.push(seg_lengths);
         }
+        let untouched = manifest
+            .segments
+            .iter()
+            .map(|e| e.deleted.is_empty())
+            .collect();
         Ok(Store {
             dir: dir.to_path_buf(),
             avg_length: if live_chunks == 0 {
@@ -281,7 +282,7 @@ impl Store {
             deleted,
             idf,
             live_chunks,
-            lengths,
+            untouched,
         })
     }
 
@@ -508,13 +509,10 @@ impl Store {
         let mut terms = sub_tokens(query);
         terms.sort();
         terms.dedup();
-        // A segment no later commit touched needs no per-chunk liveness check (most of them).
-        let whole: Vec<bool> = self.deleted.iter().map(|d| !d.contains(&true)).collect();
         let qv = query_vector(statics, &self.idf, self.live_chunks, query);
         let (q, qscale) = quantize(&qv);
         // The lexical scores are computed on this thread while the others scan.
-        let (cosines, cos_top, lexical) =
-            self.cosines(&q, qscale, &whole, || self.lexical(&terms, &whole));
+        let (cosines, cos_top, lexical) = self.cosines(&q, qscale, || self.lexical(&terms));
         let Lexical {
             bm25,
             defs,
@@ -595,7 +593,8 @@ impl Store {
 
     /// BM25 over the query's `terms`, per segment and chunk; definition-name matches per chunk and
     /// file-name matches per file (allocated only for a segment with a match).
-    fn lexical(&self, terms: &[String], whole: &[bool]) -> Lexical {
+    fn lexical(&self, terms: &[String]) -> Lexical {
+        let whole = &self.untouched;
         let n = self.live_chunks.max(1) as f32;
         let live_chunk = |si: usize, seg: &Segment, c: u32| {
             whole[si] || !self.deleted[si][seg.chunk_file(c) as usize]
@@ -643,7 +642,8 @@ impl Store {
             if df > 0 {
                 let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
                 for (si, list) in lists.into_iter().enumerate() {
-                    let (seg, lengths) = (&self.segments[si], &self.lengths[si]);
+                    let seg = &self.segments[si];
+                    let lengths = seg.lengths();
                     let scores = &mut bm25[si];
                     let mut add = |c: u32, tf: u32| {
                         if let (Some(x), Some(&len)) =
@@ -683,7 +683,6 @@ impl Store {
         &self,
         q: &[i8],
         qscale: f32,
-        whole: &[bool],
         beside: impl FnOnce() -> R,
     ) -> (Vec<Vec<f32>>, f32, R) {
         const BLOCK: usize = 16_384;
@@ -717,7 +716,7 @@ impl Store {
                             let file = seg.chunk_file(base + c as u32);
                             !self.deleted[si][file as usize]
                         };
-                        if x > top && (whole[si] || live()) {
+                        if x > top && (self.untouched[si] || live()) {
                             top = x;
                         }
                     }

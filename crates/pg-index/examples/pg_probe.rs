@@ -134,7 +134,7 @@ async fn main() {
         .query_one(
             "SELECT pg_relation_size('repo_search.files'),
                     pg_table_size('repo_search.files'),
-                    pg_relation_size('repo_search.files_content_trgm'),
+                    pg_relation_size('repo_search.files_words_trgm'),
                     pg_total_relation_size('repo_search.files')",
             &[],
         )

@@ -72,7 +72,7 @@ async fn main() {
     let row = client
         .query_one(
             "SELECT pg_table_size('repo_search.files'),
-                    pg_relation_size('repo_search.files_content_trgm')",
+                    pg_relation_size('repo_search.files_words_trgm')",
             &[],
         )
         .await

@@ -3,8 +3,9 @@
 //!
 //! - **Storage**: two tables in the schema `repo_search`. `repos(tenant_id, repo_id, state,
 //!   source_revision, updated_at)` is the state machine of each repository's index;
-//!   `files(tenant_id, repo_id, path, sort_key, content, raw, prior)` holds the files, with lz4
-//!   column compression and a `pg_trgm` GIN index on `content`. `tenant_id` leads every key, so
+//!   `files(tenant_id, repo_id, path, sort_key, content, words, raw, prior)` holds the files,
+//!   with lz4 column compression and a `pg_trgm` GIN index on `words`, the distinct words of
+//!   `content` (the same trigrams from about an eighth of the bytes). `tenant_id` leads every key, so
 //!   the same SQL runs on Citus with both tables distributed by it and co-located. Migrations
 //!   are versioned and applied on connect (under an advisory lock).
 //! - **Tenants**: every transaction sets `SET LOCAL repo_search.tenant_id`, and row-level
@@ -16,14 +17,13 @@
 //!   see the old version or the new one, never a mix. A full build ([`PgIndex::build`]) commits
 //!   `building` first, then writes the whole selection the same way.
 //! - **Search**: one read-only `REPEATABLE READ` transaction reads the repository's status and
-//!   the candidates in the same snapshot. `LIKE` (or `ILIKE`) with the escaped query, or for a
-//!   regex an AND/OR tree of the patterns every match must hold (`plan`), pre-filters the
-//!   candidates, with the tenant, repository and scope in SQL; rows stream from
+//!   the candidates in the same snapshot. `LIKE` (or `ILIKE`) patterns on `words` that every
+//!   file holding the query satisfies, or for a regex an AND/OR tree of them (`plan`),
+//!   pre-filter the candidates, with the tenant, repository and scope in SQL; rows stream from
 //!   a portal in path order and each is verified with the shared ripgrep profile
 //!   (`search_profile`), so a hit is exactly ripgrep's first match in that file. Fetching stops
-//!   at the result cap. A query without a sure run of three word characters cannot use the
-//!   trigram index: it is answered by a scan bounded by the cap and the deadline, flagged
-//!   `full_scan`.
+//!   at the result cap. A query whose words give no trigram cannot use the trigram index: it
+//!   is answered by a scan bounded by the cap and the deadline, flagged `full_scan`.
 //! - **Failures**: errors name a class of failure ([`PgIndexError`]) and never carry server
 //!   text or connection parameters. A connection is reused only after a clean `COMMIT`; one
 //!   dropped mid-operation (an error, a deadline) is closed, so the server rolls back.

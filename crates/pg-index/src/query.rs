@@ -13,7 +13,7 @@ use search_profile::{FileSearcher, QueryMatcher, SearchControl};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{SimpleQueryMessage, Transaction};
 
-use crate::plan::{self, Filter};
+use crate::plan::{self, Filter, WordTest};
 use crate::{PgIndex, PgIndexError, content};
 
 /// The longest snippet a hit carries; the facade cuts it further to its own cap.
@@ -62,8 +62,8 @@ impl PgIndex {
         let narrows = filter != Filter::All;
         let mut conn = self.pool.get().await?;
         let tx = self.begin_read(&mut conn, timeout).await?;
-        // The planner prices `content LIKE p` as one operator call, not the decompression of a
-        // whole file that it is. On its own it then reads every file of the repository, by a
+        // The planner prices `words LIKE p` as one operator call, not the decompression of a
+        // file's words that it is. On its own it then reads every file of the repository, by a
         // sequential scan or through the primary key (measured on 2 482 files: 199 ms, where
         // the trigram index took 6 ms and 162 rechecks). No sequential scan, and operators
         // priced 100 times higher, make it take the trigram index.
@@ -82,24 +82,29 @@ impl PgIndex {
             conn.release();
             return Ok(response);
         }
-        let like = if request.case_insensitive {
-            "ILIKE"
-        } else {
-            "LIKE"
-        };
-        // Both plans read and recheck every row they visit. The trigram index visits each
-        // candidate, then sorts; the path-order scan (`files_order`) visits rows until `cap` of
-        // them match, about `cap * rows / candidates`. A dense pattern ("static int") is
-        // cheaper in path order, a rare one through the index. A pattern without trigrams is
-        // answered in path order: the bounded scan, which stops at the cap.
+        let case_insensitive = request.case_insensitive;
+        // The trigram index visits each candidate, rechecks it with every pattern's `LIKE`,
+        // then sorts; the path-order scan (`files_order`) tests rows by `strpos` (`WordTest`)
+        // until `cap` of them are sent, about `cap * rows / candidates` rows if matches were
+        // spread evenly. They are not (Linux's first thousand `-EINVAL` files take 27 000 rows
+        // in path order, not 5 300), so path order is taken only when `candidates² > cap ·
+        // rows`: a dense literal ("static int", "return -EINVAL;") goes in path order, a rare
+        // one through the index. Weighting the cheaper `strpos` in, which sent
+        // "EXPORT_SYMBOL_GPL(" (6 318 candidates) to path order too, was measured slower
+        // (common literal p95 191 ms against 143 ms). A pattern without trigrams is answered in
+        // path order: the bounded scan, which stops at the cap.
         let in_path_order = match &filter {
             Filter::All => true,
-            Filter::Like(pattern) => {
-                let (candidates, rows) = self.candidates(&tx, like, pattern).await?;
+            Filter::Like(_) | Filter::And(_) => {
+                let index_test = WordTest::Like { case_insensitive };
+                let (candidates, rows) = self
+                    .candidates(&tx, &filter.sql_literal(index_test))
+                    .await?;
                 candidates * candidates > cap as f64 * rows
             }
-            // Regexes: the index (counting the candidates of an AND/OR is not done).
-            _ => false,
+            // An alternation: the index (its branches are separate index scans, which the
+            // count below does not add up).
+            Filter::Or(_) => false,
         };
         if in_path_order {
             tx.batch_execute("SET LOCAL enable_bitmapscan = off")
@@ -109,9 +114,19 @@ impl PgIndex {
         let scope = request.path.as_deref().filter(|s| !s.is_empty());
         let below = scope.map(|s| format!("{s}/"));
         let mut patterns = Vec::new();
-        let condition = filter.sql(like, 5, &mut patterns);
+        // Without the index, each row's words are tested by position, the cheaper test.
+        let test = if in_path_order {
+            WordTest::Position { case_insensitive }
+        } else {
+            WordTest::Like { case_insensitive }
+        };
+        let condition = filter.sql(test, 5, &mut patterns);
         // The columns themselves, not an expression on them: the sort carries their TOAST
-        // pointers, and a value is decompressed only when its row is sent.
+        // pointers, and a value is decompressed only when its row is sent. A portal fetched
+        // in batches runs in one server process; a statement run whole may use parallel
+        // workers, but on 2 cores they compete with this verification, and content crosses
+        // their tuple queues: measured slower on Linux (common literal p50 205 ms against
+        // 138 ms).
         let sql = format!(
             "SELECT path, content, raw, prior
                FROM repo_search.files
@@ -181,15 +196,14 @@ impl PgIndex {
 }
 
 impl PgIndex {
-    /// How many rows the trigram index yields for `content {op} pattern` (before the recheck,
-    /// all tenants), and about how many rows `files` holds (the planner's estimate). One round trip: the index scan of an
-    /// `EXPLAIN ANALYZE` that stops at the first matching row, so it costs the index lookup and
-    /// little more.
+    /// How many rows the trigram index yields for `condition` (before the recheck, all
+    /// tenants), and about how many rows `files` holds (the planner's estimate). One round
+    /// trip: the index scan of an `EXPLAIN ANALYZE` that stops at the first matching row, so it
+    /// costs the index lookup and little more.
     async fn candidates(
         &self,
         tx: &Transaction<'_>,
-        op: &str,
-        pattern: &str,
+        condition: &str,
     ) -> Result<(f64, f64), PgIndexError> {
         let sql = format!(
             "SELECT reltuples::text FROM pg_class
@@ -197,11 +211,10 @@ impl PgIndex {
              SET LOCAL enable_indexscan = off;
              EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
              SELECT 1 FROM repo_search.files
-              WHERE tenant_id = {} AND repo_id = {} AND content {op} {} LIMIT 1;
+              WHERE tenant_id = {} AND repo_id = {} AND {condition} LIMIT 1;
              SET LOCAL enable_indexscan = on",
             self.tenant_literal,
             crate::literal(&self.config.repo_id),
-            crate::literal(pattern),
         );
         let mut lines = Vec::new();
         for message in tx.simple_query(&sql).await? {
@@ -276,7 +289,7 @@ mod tests {
             &[
                 "Limit (actual rows=1 loops=1)",
                 "  ->  Bitmap Heap Scan on files (actual rows=1 loops=1)",
-                "        ->  Bitmap Index Scan on files_content_trgm (actual rows=3687 loops=1)",
+                "        ->  Bitmap Index Scan on files_words_trgm (actual rows=3687 loops=1)",
             ],
             Some(3687.0),
         );

@@ -68,6 +68,29 @@ CREATE POLICY tenant_isolation ON repo_search.files
 ALTER TABLE repo_search.files ADD COLUMN stamp bytea, ADD COLUMN hash bytea;
 ",
     ),
+    (
+        3,
+        r"
+-- The trigram index reads `words`, the distinct runs of ASCII letters and digits of `content`,
+-- each between spaces: pg_trgm makes trigrams only within words, so these are the file's, from
+-- about an eighth of the bytes, and a search rechecks a candidate on its words, not its whole
+-- content (docs/decision-postgres.md). The writer computes the column (`content::words`); rows
+-- of older versions get it here by the same rule, the letters spelled out so that no locale
+-- can change the class. Their order does not matter. Row-level security is not forced on the
+-- owner for this one statement, which must see every tenant's rows.
+ALTER TABLE repo_search.files ADD COLUMN words text COMPRESSION lz4;
+ALTER TABLE repo_search.files NO FORCE ROW LEVEL SECURITY;
+UPDATE repo_search.files SET words = ' ' || coalesce((
+    SELECT string_agg(w, ' ') FROM (
+        SELECT DISTINCT m[1] AS w FROM regexp_matches(content,
+            '([ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789]+)', 'g') AS m
+    ) AS distinct_words), '') || ' ';
+ALTER TABLE repo_search.files FORCE ROW LEVEL SECURITY;
+ALTER TABLE repo_search.files ALTER COLUMN words SET NOT NULL;
+DROP INDEX repo_search.files_content_trgm;
+CREATE INDEX files_words_trgm ON repo_search.files USING gin (words gin_trgm_ops);
+",
+    ),
 ];
 
 /// The newest schema version this crate knows.

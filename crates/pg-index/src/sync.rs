@@ -30,16 +30,17 @@ use crate::{PgIndex, PgIndexError};
 // lz4 here too: a compressed value is moved into `files` as it is, not recompressed.
 pub(crate) const CREATE_INCOMING: &str = "CREATE TEMPORARY TABLE incoming (
      path text NOT NULL, sort_key bytea NOT NULL, content text COMPRESSION lz4 NOT NULL,
-     raw bytea COMPRESSION lz4, prior real NOT NULL, stamp bytea, hash bytea
+     words text COMPRESSION lz4 NOT NULL, raw bytea COMPRESSION lz4, prior real NOT NULL, stamp bytea, hash bytea
  ) ON COMMIT DROP";
 
 /// Moves the rows of `incoming` into the repository `$1`/`$2`: new paths inserted, changed ones
 /// replaced, unchanged ones left alone (no dead row, no trigram work).
 pub(crate) const UPSERT_INCOMING: &str = "INSERT INTO repo_search.files
-     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
- SELECT $1, $2, path, sort_key, content, raw, prior, stamp, hash FROM incoming
+     (tenant_id, repo_id, path, sort_key, content, words, raw, prior, stamp, hash)
+ SELECT $1, $2, path, sort_key, content, words, raw, prior, stamp, hash FROM incoming
  ON CONFLICT (tenant_id, repo_id, path) DO UPDATE
- SET content = EXCLUDED.content, raw = EXCLUDED.raw, prior = EXCLUDED.prior,
+ SET content = EXCLUDED.content, words = EXCLUDED.words, raw = EXCLUDED.raw,
+     prior = EXCLUDED.prior,
      stamp = EXCLUDED.stamp, hash = EXCLUDED.hash
  WHERE files.content IS DISTINCT FROM EXCLUDED.content
     OR files.raw IS DISTINCT FROM EXCLUDED.raw

@@ -149,7 +149,7 @@ impl PgIndex {
             client
                 .execute(
                     "SELECT gin_clean_pending_list(c.oid) FROM pg_class c
-                      WHERE c.oid = 'repo_search.files_content_trgm'::regclass
+                      WHERE c.oid = 'repo_search.files_words_trgm'::regclass
                         AND pg_has_role(c.relowner, 'USAGE')",
                     &[],
                 )
@@ -304,9 +304,9 @@ impl PgIndex {
             .client()
             .prepare(
                 "INSERT INTO repo_search.files
-                     (tenant_id, repo_id, path, sort_key, content, raw, prior, stamp, hash)
-                 SELECT $1, $2, * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::bytea[],
-                                              $7::real[], $8::bytea[], $9::bytea[])",
+                     (tenant_id, repo_id, path, sort_key, content, words, raw, prior, stamp, hash)
+                 SELECT $1, $2, * FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[],
+                                              $7::bytea[], $8::real[], $9::bytea[], $10::bytea[])",
             )
             .await?;
         let mut stats = WriteStats::default();
@@ -323,6 +323,7 @@ impl PgIndex {
                     batch.paths.push(path.as_str());
                     batch.keys.push(content::sort_key(path));
                     batch.contents.push(stored.content);
+                    batch.words.push(stored.words);
                     batch.raws.push(stored.raw);
                     batch.priors.push(content::prior(path));
                     batch.stamps.push(file.stamp);
@@ -343,6 +344,7 @@ impl PgIndex {
                             &batch.paths,
                             &batch.keys,
                             &batch.contents,
+                            &batch.words,
                             &batch.raws,
                             &batch.priors,
                             &batch.stamps,
@@ -423,7 +425,7 @@ impl Copy {
         let sink = conn
             .client()
             .copy_in(
-                "COPY incoming (path, sort_key, content, raw, prior, stamp, hash)
+                "COPY incoming (path, sort_key, content, words, raw, prior, stamp, hash)
                  FROM STDIN (FORMAT binary)",
             )
             .await?;
@@ -432,6 +434,7 @@ impl Copy {
             &[
                 Type::TEXT,
                 Type::BYTEA,
+                Type::TEXT,
                 Type::TEXT,
                 Type::BYTEA,
                 Type::FLOAT4,
@@ -449,10 +452,11 @@ impl Copy {
         let stored = content::stored(file.bytes);
         let key = content::sort_key(path);
         let prior = content::prior(path);
-        let row: [&(dyn ToSql + Sync); 7] = [
+        let row: [&(dyn ToSql + Sync); 8] = [
             &path,
             &key,
             &stored.content,
+            &stored.words,
             &stored.raw,
             &prior,
             &file.stamp,
@@ -479,6 +483,7 @@ struct Batch<'a> {
     paths: Vec<&'a str>,
     keys: Vec<Vec<u8>>,
     contents: Vec<String>,
+    words: Vec<String>,
     raws: Vec<Option<Vec<u8>>>,
     priors: Vec<f32>,
     stamps: Vec<Option<Vec<u8>>>,

@@ -33,6 +33,10 @@ const CASES: &[(&str, Case)] = &[
         "schema_is_migrated_once_with_lz4_and_a_trigram_index",
         || Box::pin(schema_is_migrated_once_with_lz4_and_a_trigram_index()),
     ),
+    (
+        "a_schema_2_index_is_migrated_by_its_owner_and_finds_what_it_found",
+        || Box::pin(a_schema_2_index_is_migrated_by_its_owner_and_finds_what_it_found()),
+    ),
     ("hits_come_in_path_order_on_generated_trees", || {
         Box::pin(hits_come_in_path_order_on_generated_trees())
     }),
@@ -72,6 +76,10 @@ const CASES: &[(&str, Case)] = &[
     (
         "a_dense_literal_is_read_in_path_order_up_to_the_cap",
         || Box::pin(a_dense_literal_is_read_in_path_order_up_to_the_cap()),
+    ),
+    (
+        "words_that_pass_the_prefilter_but_not_verification_cost_no_hit",
+        || Box::pin(words_that_pass_the_prefilter_but_not_verification_cost_no_hit()),
     ),
     (
         "search_now_refuses_what_the_backend_does_not_declare",
@@ -215,7 +223,8 @@ async fn schema_is_migrated_once_with_lz4_and_a_trigram_index() {
     let compression: Vec<(String, String)> = db
         .query(
             "SELECT attname::text, attcompression::text FROM pg_attribute
-             WHERE attrelid = 'repo_search.files'::regclass AND attname IN ('content', 'raw')
+             WHERE attrelid = 'repo_search.files'::regclass
+               AND attname IN ('content', 'raw', 'words')
              ORDER BY attname",
             &[],
         )
@@ -226,18 +235,103 @@ async fn schema_is_migrated_once_with_lz4_and_a_trigram_index() {
         .collect();
     assert_eq!(
         compression,
-        [("content".into(), "l".into()), ("raw".into(), "l".into())]
+        [
+            ("content".into(), "l".into()),
+            ("raw".into(), "l".into()),
+            ("words".into(), "l".into())
+        ]
     );
     let gin: i64 = db
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE schemaname = 'repo_search'
-             AND tablename = 'files' AND indexdef LIKE '%gin (content gin_trgm_ops)%'",
+             AND tablename = 'files' AND indexdef LIKE '%gin (words gin_trgm_ops)%'",
             &[],
         )
         .await
         .unwrap()
         .get(0);
     assert_eq!(gin, 1);
+}
+
+/// Migration 3 computes `words` in SQL for the rows older versions wrote. Run by the
+/// database's owner, an ordinary role that row-level security binds, it must still reach every
+/// tenant's rows; and afterwards every query finds what it found before.
+async fn a_schema_2_index_is_migrated_by_its_owner_and_finds_what_it_found() {
+    let db = admin().await;
+    // One statement each: several in one simple query run as one transaction, and a database
+    // is created or dropped outside any.
+    for sql in [
+        "DROP DATABASE IF EXISTS rs_migrate",
+        "DROP ROLE IF EXISTS rs_owner",
+        "CREATE ROLE rs_owner LOGIN PASSWORD 'owner-pw'",
+        "CREATE DATABASE rs_migrate OWNER rs_owner",
+    ] {
+        db.batch_execute(sql).await.unwrap();
+    }
+    let mut owner = server();
+    owner
+        .dbname("rs_migrate")
+        .user("rs_owner")
+        .password("owner-pw");
+    let queries: &[(&str, bool)] = &[
+        ("fn main", false),
+        ("main", true),
+        ("café", true),
+        ("todo", true),
+        ("x", false),
+        ("->", false),
+    ];
+    let trees = [generated_tree(3).0, generated_tree(4).0];
+    let tenants = ["migrate-a", "migrate-b"];
+    let mut before = Vec::new();
+    for (tree, tenant) in trees.iter().zip(tenants) {
+        let config = PgIndexConfig::new(tenant, "r");
+        let index = PgIndex::connect(owner.clone(), tree.path(), config)
+            .await
+            .expect("connect as the owner");
+        index.build("rev-1").await.expect("build");
+        for &(query, ci) in queries {
+            before.push(hits(&index, query, ci, None).await);
+        }
+    }
+    assert!(before.iter().any(|h| h.len() > 3), "{before:?}");
+    // Back to schema 2, as the owner: no `words`, the trigram index on `content`.
+    let (client, connection) = owner.connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "DROP INDEX repo_search.files_words_trgm;
+             ALTER TABLE repo_search.files DROP COLUMN words;
+             CREATE INDEX files_content_trgm ON repo_search.files
+                 USING gin (content gin_trgm_ops);
+             DELETE FROM repo_search.migrations WHERE version = 3;",
+        )
+        .await
+        .unwrap();
+    let mut after = Vec::new();
+    for (tree, tenant) in trees.iter().zip(tenants) {
+        let config = PgIndexConfig::new(tenant, "r");
+        let index = PgIndex::connect(owner.clone(), tree.path(), config)
+            .await
+            .expect("connect, which migrates to schema 3");
+        for &(query, ci) in queries {
+            after.push(hits(&index, query, ci, None).await);
+        }
+    }
+    assert_eq!(after, before);
+    // The migration lifted row-level security for the owner only for its own statement.
+    let seen_without_a_tenant: i64 = client
+        .query_one("SELECT count(*) FROM repo_search.files", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(seen_without_a_tenant, 0);
+    let version: i32 = client
+        .query_one("SELECT max(version) FROM repo_search.migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, pg_index::SCHEMA_VERSION);
 }
 
 /// Equality with rg's first match per file on these trees is the conformance suite's
@@ -881,13 +975,15 @@ async fn regexes_are_answered_through_their_trigram_plan() {
         &[("a/kvm.c", 2), ("a/xen.c", 1), ("b/other.c", 1)],
     )
     .await;
+    // `(v)` bounds the word `v` on both sides: ` v ` in `words` holds trigrams.
     check(
         r"[a-z]\(v\)",
         false,
-        true,
+        false,
         &[("a/kvm.c", 2), ("a/xen.c", 1), ("b/other.c", 1)],
     )
     .await;
+    check(r"[a-z]\(\);", false, true, &[("b/other.c", 2)]).await;
 }
 
 /// A literal in most files is read in path order and stops at the cap, instead of rechecking
@@ -918,6 +1014,37 @@ async fn a_dense_literal_is_read_in_path_order_up_to_the_cap() {
     assert_eq!(got, first);
     let rare = hits(&index, "rare_needle_here", false, None).await;
     assert_eq!(rare, [("d4/f333.c".to_owned(), 1, 12)]);
+}
+
+/// Files that hold every word of a query but not the query pass the pre-filter on `words` and
+/// fail verification. When the first batches of rows are all such files, fetching goes on, and
+/// the answer is still the first hits in path order, complete only when no candidate is left.
+async fn words_that_pass_the_prefilter_but_not_verification_cost_no_hit() {
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    for i in 0..120 {
+        let body = if i % 20 == 19 {
+            "fn parse_config() {}\n"
+        } else {
+            "fn other() {}\nparse config\n"
+        };
+        write(root, &format!("f{i:03}.rs"), body.as_bytes());
+    }
+    let index = open(root, "rounds", "r").await;
+    index.build("rev-1").await.expect("build");
+    let expected: Vec<String> = (0..120)
+        .filter(|i| i % 20 == 19)
+        .map(|i| format!("f{i:03}.rs"))
+        .collect();
+    for (cap, complete) in [(1, false), (3, false), (6, true), (50, true)] {
+        let mut r = request("fn parse_config", false, None);
+        r.max_results = Some(cap);
+        let found = index.search_now(&r).await.expect("search");
+        let got: Vec<String> = found.hits.into_iter().map(|h| h.path).collect();
+        assert_eq!(got, expected[..cap.min(6)], "cap {cap}");
+        assert_eq!(found.complete, complete, "cap {cap}");
+        assert!(!found.full_scan);
+    }
 }
 
 /// `search_now` is public: it refuses an undeclared option and a regex the shared profile

@@ -83,7 +83,9 @@ struct Layer {
 impl MiniLm {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`. The tokenizer's
     /// own padding and truncation (128 in the packaged all-MiniLM-L6-v2) are turned off; inputs
-    /// are truncated only at the model's [`MAX_POSITIONS`].
+    /// are truncated at the `max_seq_length` of `sentence_bert_config.json` when the directory
+    /// has one (256 for all-MiniLM-L6-v2, the length it was trained for and what
+    /// sentence-transformers reads), else at the model's [`MAX_POSITIONS`].
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let config: serde_json::Value = serde_json::from_slice(&read(&dir.join("config.json"))?)
             .map_err(|e| Error::Config(e.to_string()))?;
@@ -127,7 +129,7 @@ impl MiniLm {
         }
         let token_types = tensors.matrix("embeddings.token_type_embeddings.weight")?;
         let model = Self {
-            tokenizer: load_tokenizer(dir, Some(MAX_POSITIONS))?,
+            tokenizer: load_tokenizer(dir, Some(max_seq_length(dir)?))?,
             word: tensors.matrix("embeddings.word_embeddings.weight")?,
             position: tensors.matrix("embeddings.position_embeddings.weight")?,
             token_type: token_types.row(0).to_owned(),
@@ -282,6 +284,26 @@ impl MiniLm {
             result.row_mut(b).assign(p);
         }
         result
+    }
+}
+
+/// The input length sentence-transformers uses for the model in `dir`: `max_seq_length` of
+/// `sentence_bert_config.json`, at most [`MAX_POSITIONS`]; [`MAX_POSITIONS`] without that file.
+fn max_seq_length(dir: &Path) -> Result<usize, Error> {
+    let path = dir.join("sentence_bert_config.json");
+    if !path.is_file() {
+        return Ok(MAX_POSITIONS);
+    }
+    let config: serde_json::Value =
+        serde_json::from_slice(&read(&path)?).map_err(|e| Error::Config(e.to_string()))?;
+    match config.get("max_seq_length") {
+        None => Ok(MAX_POSITIONS),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 2 => Ok((n as usize).min(MAX_POSITIONS)),
+            _ => Err(Error::Config(
+                "`max_seq_length` in sentence_bert_config.json is not a length".into(),
+            )),
+        },
     }
 }
 

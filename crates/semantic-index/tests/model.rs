@@ -86,7 +86,7 @@ fn pure_rust_tokenizer_matches_the_default_build_on_accents_and_scripts() {
 }
 
 #[test]
-fn packaged_padding_and_truncation_to_128_are_off() {
+fn packaged_padding_and_truncation_to_128_are_off_and_inputs_stop_at_max_seq_length() {
     let tokenizer = model().tokenizer();
     let short = tokenizer.encode("word", true).expect("tokenizes");
     assert_eq!(short.get_ids(), [101, 2773, 102], "no padding");
@@ -97,12 +97,35 @@ fn packaged_padding_and_truncation_to_128_are_off() {
     let longest = tokenizer
         .encode("word ".repeat(600), true)
         .expect("tokenizes");
+    // The packaged sentence_bert_config.json says 256, as sentence-transformers reads it.
     assert_eq!(
         longest.get_ids().len(),
-        MAX_POSITIONS,
-        "truncated at the model's positions"
+        256,
+        "truncated at max_seq_length"
     );
+    assert!(256 < MAX_POSITIONS);
     assert_eq!(longest.get_ids().last(), Some(&102));
+}
+
+#[test]
+fn a_model_directory_without_sentence_bert_config_truncates_at_the_positions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(model_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    let bare = MiniLm::load(dir.path()).expect("loads without sentence_bert_config.json");
+    let ids = bare
+        .tokenizer()
+        .encode("word ".repeat(600), true)
+        .expect("tokenizes");
+    assert_eq!(ids.get_ids().len(), MAX_POSITIONS);
+    std::fs::write(
+        dir.path().join("sentence_bert_config.json"),
+        r#"{"max_seq_length": "long"}"#,
+    )
+    .unwrap();
+    let refused = MiniLm::load(dir.path()).err().expect("a bad length is refused");
+    assert!(refused.to_string().contains("max_seq_length"), "{refused}");
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //!   twice over, interleaved with the `semantic` calls so that the machine's load falls on both;
 //! - `after_write_p50_ms`, `after_write_max_ms`: a `semantic` call just after a file is written
 //!   (the call refreshes both indexes first), 7 times; `after_write_misses` counts the calls
-//!   whose answer did not hold the file written.
+//!   whose answer did not hold the file written;
+//! - `rerank_cold_p50_ms`, `rerank_cold_max_ms`, `rerank_cached_p50_ms`: a second server with
+//!   `--rerank` answers the 20 descriptions once with its chunk-vector cache cold, then again
+//!   with their chunks cached.
 //!
 //! Every call must answer without an error. The probe writes one scratch file at the root and
 //! removes it at the end.
@@ -135,6 +138,20 @@ fn main() {
     }
     let _ = std::fs::remove_file(&scratch);
     server.stop();
+    let mut cmd = Command::new(bin);
+    cmd.args(["mcp", "--root", root, "--index-dir", index_dir])
+        .args(["--model-dir", model_dir, "--rerank"]);
+    let mut reranking = Server::start(cmd, "semantic-probe --rerank");
+    let mut passes = [Vec::new(), Vec::new()];
+    for pass in &mut passes {
+        for d in DESCRIPTIONS {
+            let (ms, paths) = call(&mut reranking, semantic(d));
+            assert!(!paths.is_empty(), "no re-ranked hit for {d:?}");
+            pass.push(ms);
+        }
+    }
+    reranking.stop();
+    let [cold, cached] = passes;
     println!(
         "{}",
         json!({
@@ -146,6 +163,9 @@ fn main() {
             "after_write_p50_ms": percentile(after_write.clone(), 0.5),
             "after_write_max_ms": percentile(after_write, 1.0),
             "after_write_misses": misses,
+            "rerank_cold_p50_ms": percentile(cold.clone(), 0.5),
+            "rerank_cold_max_ms": percentile(cold, 1.0),
+            "rerank_cached_p50_ms": percentile(cached, 0.5),
         })
     );
 }

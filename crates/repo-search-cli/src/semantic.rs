@@ -681,7 +681,10 @@ mod tests {
             let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
             Arc::new(engine.with_rerank(&model_dir()).unwrap())
         };
-        let ask = |engine| ready_hits(&index, engine, "a python function");
+        // A query for both functions, so that both are in the answer whichever static model
+        // (tuned or not) ranks them.
+        let query = "open a socket to the server and sort the numbers";
+        let ask = |engine| ready_hits(&index, engine, query);
         let long_lived = open();
         long_lived.catch_up(&index, None).unwrap();
         let first = ask(long_lived.clone()).await;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use index_contract::{
-    BackendCapabilities, ErrorCode, IndexError, OutputMode, RepositoryOperations, SearchMode,
-    SearchRequest, SearchResult, WireError,
+    BackendCapabilities, ErrorCode, Field, IndexError, OutputMode, PathRejection,
+    RepositoryOperations, SearchMode, SearchRequest, SearchResult, WireError,
     limits::{MAX_CONTEXT_LINES, MAX_FILE_FILTERS, MAX_OFFSET, SearchLimits},
 };
 use index_guard::{
@@ -26,6 +26,40 @@ pub const MAX_PATH_CHARS: usize = index_guard::MAX_PATH_CHARS;
 /// Characters a path segment may not contain, as a regex character-class body: `/`, `\`,
 /// C0 and C1 controls, DEL, and the look-alikes and invisibles the guard refuses.
 const SEGMENT_FORBIDDEN: &str = "/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2024-\\u2026\\uFE52\\uFF0E\\u2044\\u2215\\u29F8\\uFF0F\\u2216\\u29F5\\u29F9\\uFE68\\uFF3C\\uFF1A\\u200B-\\u200F\\u202A-\\u202E\\u2066-\\u2069\\uFEFF";
+
+/// The characters of [`SEGMENT_FORBIDDEN`] other than `/`, as inclusive ranges. The tool refuses
+/// them in `path` too, so that it accepts exactly the `path` the schema accepts; the guard alone
+/// lets a dot look-alike or an ellipsis through inside a name (`Loading….md`), which a pattern
+/// cannot tell from one that reads as `..`. `every_path_the_tool_accepts_its_schema_accepts`
+/// keeps the two in step.
+const PATH_FORBIDDEN: &[(char, char)] = &[
+    ('\\', '\\'),
+    ('\u{0000}', '\u{001f}'),
+    ('\u{007f}', '\u{009f}'),
+    ('\u{2024}', '\u{2026}'),
+    ('\u{FE52}', '\u{FE52}'),
+    ('\u{FF0E}', '\u{FF0E}'),
+    ('\u{2044}', '\u{2044}'),
+    ('\u{2215}', '\u{2215}'),
+    ('\u{29F8}', '\u{29F8}'),
+    ('\u{FF0F}', '\u{FF0F}'),
+    ('\u{2216}', '\u{2216}'),
+    ('\u{29F5}', '\u{29F5}'),
+    ('\u{29F9}', '\u{29F9}'),
+    ('\u{FE68}', '\u{FE68}'),
+    ('\u{FF3C}', '\u{FF3C}'),
+    ('\u{FF1A}', '\u{FF1A}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2066}', '\u{2069}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+];
+
+fn path_forbids(c: char) -> bool {
+    PATH_FORBIDDEN
+        .iter()
+        .any(|&(lo, hi)| (lo..=hi).contains(&c))
+}
 
 /// The `repo_search` tool over some [`RepositoryOperations`], exposing a fixed list of modes.
 ///
@@ -443,6 +477,12 @@ impl RepoSearchTool {
                 check_scope_chars(p)?;
                 // The guard's containment rules: an escaping scope is refused, never searched.
                 Scope::parse(Some(p))?;
+                if p.chars().any(path_forbids) {
+                    return Err(IndexError::UntrustedPath {
+                        field: Field::Scope,
+                        reason: PathRejection::Lookalike,
+                    });
+                }
                 Some(p.clone())
             }
             Some(_) => return Err(invalid("path", "must be a string")),

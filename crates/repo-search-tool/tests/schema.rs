@@ -556,3 +556,44 @@ fn a_mode_that_cannot_honour_an_offered_option_is_held_to_its_neutral_value() {
         }
     }
 }
+
+/// The schema's `path` pattern refuses every dot, slash and colon look-alike and every invisible
+/// character anywhere in a name; the guard alone lets some through inside a name
+/// (`Loading….md`). The tool refuses them too, so that every `path` it accepts is one its schema
+/// accepts (a fuzzer found an ellipsis the tool took and the schema did not). The converse need
+/// not hold: the guard also refuses what reads as a separator only once normalised (NFKC turns
+/// `¼` into `1⁄4`), which no pattern can express.
+#[test]
+fn every_path_the_tool_accepts_its_schema_accepts() {
+    let tool = tool(&[SearchMode::Literal]);
+    let validator = jsonschema::draft202012::new(&tool.schema()).unwrap();
+    let (mut accepted, mut refused_by_both) = (0, 0);
+    let astral = [
+        '\u{10000}',
+        '\u{1F600}',
+        '\u{10A50}',
+        '\u{E0001}',
+        '\u{10FFFF}',
+    ];
+    for c in ('\u{0}'..='\u{FFFF}').chain(astral) {
+        for path in [format!("a{c}b"), format!("{c}"), format!("dir/{c}x.md")] {
+            let args = json!({"query": "x", "path": path});
+            let (ours, theirs) = (
+                tool.parse_arguments(&args).is_ok(),
+                validator.is_valid(&args),
+            );
+            assert!(
+                !ours || theirs,
+                "the tool accepts {path:?} (U+{:04X})",
+                c as u32
+            );
+            accepted += usize::from(ours);
+            refused_by_both += usize::from(!ours && !theirs);
+        }
+    }
+    assert!(accepted > 150_000, "only {accepted} paths accepted");
+    assert!(
+        refused_by_both > 100,
+        "only {refused_by_both} paths refused by both"
+    );
+}

@@ -23,15 +23,12 @@ pub const MAX_QUERY_CHARS: usize = index_guard::MAX_QUERY_CHARS;
 /// The most characters a scope may have, derived from the contract's path cap likewise.
 pub const MAX_PATH_CHARS: usize = index_guard::MAX_PATH_CHARS;
 
-/// Characters a path segment may not contain, as a regex character-class body: `/`, `\`,
-/// C0 and C1 controls, DEL, and the look-alikes and invisibles the guard refuses.
-const SEGMENT_FORBIDDEN: &str = "/\\\\\\u0000-\\u001f\\u007f-\\u009f\\u2024-\\u2026\\uFE52\\uFF0E\\u2044\\u2215\\u29F8\\uFF0F\\u2216\\u29F5\\u29F9\\uFE68\\uFF3C\\uFF1A\\u200B-\\u200F\\u202A-\\u202E\\u2066-\\u2069\\uFEFF";
-
-/// The characters of [`SEGMENT_FORBIDDEN`] other than `/`, as inclusive ranges. The tool refuses
-/// them in `path` too, so that it accepts exactly the `path` the schema accepts; the guard alone
-/// lets a dot look-alike or an ellipsis through inside a name (`Loading….md`), which a pattern
-/// cannot tell from one that reads as `..`. `every_path_the_tool_accepts_its_schema_accepts`
-/// keeps the two in step.
+/// Characters a `path` may not contain besides `/` between segments, as inclusive ranges: `\`,
+/// C0 and C1 controls, DEL, and the look-alikes and invisibles the guard refuses. The schema's
+/// pattern is written from this list ([`segment_forbidden_class`]) and the tool refuses the same
+/// characters, so that it accepts exactly the `path` the schema accepts; the guard alone lets a
+/// dot look-alike or an ellipsis through inside a name (`Loading….md`), which a pattern cannot
+/// tell from one that reads as `..` (`every_path_the_tool_accepts_its_schema_accepts`).
 const PATH_FORBIDDEN: &[(char, char)] = &[
     ('\\', '\\'),
     ('\u{0000}', '\u{001f}'),
@@ -59,6 +56,24 @@ fn path_forbids(c: char) -> bool {
     PATH_FORBIDDEN
         .iter()
         .any(|&(lo, hi)| (lo..=hi).contains(&c))
+}
+
+/// The characters a path segment may not contain, as a regex character-class body: `/` and
+/// [`PATH_FORBIDDEN`], each as a `\u` escape (`\` as `\\`).
+fn segment_forbidden_class() -> String {
+    let escape = |c: char| match c {
+        '\\' => "\\\\".to_owned(),
+        c => format!("\\u{:04X}", u32::from(c)),
+    };
+    let mut class = String::from("/");
+    for &(lo, hi) in PATH_FORBIDDEN {
+        class.push_str(&escape(lo));
+        if hi != lo {
+            class.push('-');
+            class.push_str(&escape(hi));
+        }
+    }
+    class
 }
 
 /// The `repo_search` tool over some [`RepositoryOperations`], exposing a fixed list of modes.
@@ -262,7 +277,7 @@ impl RepoSearchTool {
                 SearchMode::Semantic => "`semantic`: find code by meaning from the index; `query` is a natural-language description. ",
             });
         }
-        let segment = format!("(?!\\.\\.?(?:/|$))[^{SEGMENT_FORBIDDEN}]+");
+        let segment = format!("(?!\\.\\.?(?:/|$))[^{}]+", segment_forbidden_class());
         let path_pattern = format!("^(?:|\\./?|(?![A-Za-z]:){segment}(?:/{segment})*/?)$");
         let offered = self.offered_options();
         let query_help = if offered.contains(&ToolOption::Regex) {

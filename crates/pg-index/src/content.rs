@@ -88,6 +88,25 @@ pub(crate) fn words(text: &str) -> String {
     out
 }
 
+/// What `words` must contain for a file to hold a match: a run of word characters, with the
+/// space before or after it where the query bounds the run (` parse `, ` config`). It has no
+/// `LIKE` wildcard and no backslash, so it is the same as a `LIKE` pattern (`%text%`) and as a
+/// `strpos` needle.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct WordPattern(String);
+
+impl WordPattern {
+    /// The text `words` must contain.
+    pub(crate) fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// As a `LIKE` pattern.
+    pub(crate) fn like(&self) -> String {
+        format!("%{}%", self.0)
+    }
+}
+
 /// What one character of a query says about the words of a file that holds a match.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -125,7 +144,7 @@ fn class(c: char, case_insensitive: bool) -> Class {
 /// covers are taken as they are: ASCII letters other than `k` and `s` (each has a non-ASCII
 /// variant: the Kelvin sign, the long s) and characters without case. Any other character ends
 /// a run without bounding it.
-pub(crate) fn word_patterns(s: &str, case_insensitive: bool) -> Vec<String> {
+pub(crate) fn word_patterns(s: &str, case_insensitive: bool) -> Vec<WordPattern> {
     let mut patterns = Vec::new();
     let mut run = String::new();
     let mut bounded_before = false;
@@ -134,7 +153,7 @@ pub(crate) fn word_patterns(s: &str, case_insensitive: bool) -> Vec<String> {
         let padded = run.len() + 2 * usize::from(before) + usize::from(after);
         if !run.is_empty() && padded >= 3 {
             let (b, a) = (if before { " " } else { "" }, if after { " " } else { "" });
-            patterns.push(format!("%{b}{run}{a}%"));
+            patterns.push(WordPattern(format!("{b}{run}{a}")));
         }
         run.clear();
     };
@@ -194,7 +213,8 @@ mod tests {
     #[test]
     fn word_patterns_bound_what_the_query_bounds_and_keep_only_safe_letters_under_case_folding() {
         let check = |q: &str, ci: bool, expected: &[&str]| {
-            assert_eq!(word_patterns(q, ci), expected, "{q:?} ci={ci}");
+            let likes: Vec<String> = word_patterns(q, ci).iter().map(|p| p.like()).collect();
+            assert_eq!(likes, expected, "{q:?} ci={ci}");
         };
         check("parse_config", false, &["%parse %", "% config%"]);
         check(
@@ -267,9 +287,8 @@ mod tests {
                 for j in i + 1..=len {
                     let exact: String = text[i..j].iter().collect();
                     for p in word_patterns(&exact, false) {
-                        let inner = &p[1..p.len() - 1];
                         assert!(
-                            stored_words.contains(inner),
+                            stored_words.contains(p.text()),
                             "{exact:?} {p:?} {stored_words:?}"
                         );
                         checked += 1;
@@ -282,9 +301,8 @@ mod tests {
                         })
                         .collect();
                     for p in word_patterns(&variant, true) {
-                        let inner = p[1..p.len() - 1].to_ascii_lowercase();
                         assert!(
-                            folded.contains(&inner),
+                            folded.contains(&p.text().to_ascii_lowercase()),
                             "{variant:?} {p:?} {stored_words:?}"
                         );
                         checked += 1;

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use regex_syntax::hir::{Class, Hir, HirKind};
 
-use crate::content::word_patterns;
+use crate::content::{WordPattern, word_patterns};
 
 /// The largest exact set a summary keeps; a bigger one becomes a condition.
 const MAX_SET: usize = 16;
@@ -41,8 +41,8 @@ pub(crate) enum WordTest {
 pub(crate) enum Filter {
     /// Every file: the query gives no usable trigram.
     All,
-    /// Files whose `words` are `LIKE` (or `ILIKE`) this pattern, which holds a trigram.
-    Like(String),
+    /// Files whose `words` contain this pattern, which holds a trigram.
+    Word(WordPattern),
     /// Files satisfying every part (at least two, none `All`).
     And(Vec<Filter>),
     /// Files satisfying some part (at least two, none `All`).
@@ -103,7 +103,7 @@ impl Filter {
     fn patterns(&self) -> usize {
         match self {
             Filter::All => 0,
-            Filter::Like(_) => 1,
+            Filter::Word(_) => 1,
             Filter::And(v) | Filter::Or(v) => v.iter().map(Filter::patterns).sum(),
         }
     }
@@ -112,7 +112,7 @@ impl Filter {
     fn weight(&self) -> usize {
         match self {
             Filter::All => 0,
-            Filter::Like(p) => p.len(),
+            Filter::Word(p) => p.text().len(),
             Filter::And(v) => v.iter().map(Filter::weight).max().unwrap_or(0),
             Filter::Or(v) => v.iter().map(Filter::weight).min().unwrap_or(0),
         }
@@ -134,26 +134,26 @@ impl Filter {
     pub(crate) fn sql(&self, test: WordTest, first: usize, params: &mut Vec<String>) -> String {
         match self {
             Filter::All => "true".to_owned(),
-            Filter::Like(p) => {
+            Filter::Word(p) => {
                 let n = first + params.len();
                 match test {
                     WordTest::Like { case_insensitive } => {
-                        params.push(p.clone());
+                        params.push(p.like());
                         let op = if case_insensitive { "ILIKE" } else { "LIKE" };
                         format!("words {op} ${n}")
                     }
-                    WordTest::Position { case_insensitive } => {
-                        // A word pattern is `%text%` with no other wildcard and no escape: the
-                        // test is whether `words` contains `text`.
-                        let text = &p[1..p.len() - 1];
-                        if case_insensitive {
-                            // `words` is ASCII, which the C collation lowers byte by byte.
-                            params.push(text.to_ascii_lowercase());
-                            format!("strpos(lower(words COLLATE \"C\"), ${n}) > 0")
-                        } else {
-                            params.push(text.to_owned());
-                            format!("strpos(words, ${n}) > 0")
-                        }
+                    // `words` is ASCII, which the C collation lowers byte by byte.
+                    WordTest::Position {
+                        case_insensitive: true,
+                    } => {
+                        params.push(p.text().to_ascii_lowercase());
+                        format!("strpos(lower(words COLLATE \"C\"), ${n}) > 0")
+                    }
+                    WordTest::Position {
+                        case_insensitive: false,
+                    } => {
+                        params.push(p.text().to_owned());
+                        format!("strpos(words, ${n}) > 0")
                     }
                 }
             }
@@ -199,7 +199,7 @@ fn like(s: &str, case_insensitive: bool) -> Filter {
     Filter::and(
         word_patterns(s, case_insensitive)
             .into_iter()
-            .map(Filter::Like),
+            .map(Filter::Word),
     )
 }
 

@@ -95,7 +95,7 @@ impl PgIndex {
         // path order: the bounded scan, which stops at the cap.
         let in_path_order = match &filter {
             Filter::All => true,
-            Filter::Like(_) | Filter::And(_) => {
+            Filter::Word(_) | Filter::And(_) => {
                 let index_test = WordTest::Like { case_insensitive };
                 let (candidates, rows) = self
                     .candidates(&tx, &filter.sql_literal(index_test))

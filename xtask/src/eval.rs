@@ -12,7 +12,7 @@ use crate::{root, run};
 /// Every function is a document, its docstring removed; functions whose code occurs twice are
 /// dropped. A function can be asked for when its docstring's first sentence has at least four
 /// words and is unique. The corpus is every askable function plus others drawn with a fixed seed
-/// up to 10 000; 1 000 askable functions give the test queries and 200 others the dev queries (the
+/// up to 10 000; 1 000 askable functions give the test queries and 1 200 others the dev queries (the
 /// only ones the weights were chosen on). The hard variant of a query drops every word made only
 /// of words of the function's own name.
 const EXTRACT: &str = r#"
@@ -78,6 +78,10 @@ docs = asked + rng.sample(others, max(0, min(len(others), 10000 - len(asked))))
 rng.shuffle(docs)
 askable = [i for i, d in enumerate(docs) if d["query"] and q_count[d["query"].lower()] == 1]
 picked = random.Random(16).sample(askable, min(1200, len(askable)))
+# The dev queries grew from 200 to 1 200 by a second draw from the askable functions not picked
+# yet, so that the test queries stayed what they were.
+unpicked = sorted(set(askable) - set(picked))
+picked += random.Random(18).sample(unpicked, min(1000, len(unpicked)))
 qs = [{"doc": i, "query": docs[i]["query"], "hard": docs[i]["hard"]} for i in picked]
 out = {
     "python": sys.version.split()[0],
@@ -222,7 +226,7 @@ out = {
 json.dump(out, open(sys.argv[2], "w"))
 held_q = {c["query"].lower() for c in pool if c["query"]}
 held_code = {c["code"] for c in pool}
-pairs = [{"query": c["query"], "code": c["code"]} for c in cands
+pairs = [{"query": c["query"], "path": c["path"], "code": c["code"]} for c in cands
          if c["query"] and c["unit"] not in units
          and c["query"].lower() not in held_q and c["code"] not in held_code]
 json.dump(pairs, open(sys.argv[3], "w"))
@@ -288,7 +292,8 @@ for path in files():
         if code in held_code:
             continue
         seen[code] = seen.get(code, 0) + 1
-        pairs.append({"query": q, "code": code})
+        rel = os.path.relpath(path, site if path.startswith(site + os.sep) else stdlib)
+        pairs.append({"query": q, "path": rel, "code": code})
 python = [p for p in pairs if seen[p["code"]] == 1]
 kernel = json.load(open(sys.argv[2]))
 out = python + kernel

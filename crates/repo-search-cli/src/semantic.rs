@@ -76,8 +76,9 @@ pub(crate) struct SemanticEngine {
 /// The MiniLM re-rank of a `semantic` answer's head: the first [`Weights::rerank_depth`] files
 /// by the hybrid score, re-scored with MiniLM's cosine of the query and each file's best chunk
 /// (`semantic_index::rank::rerank_scores`, the rule the evaluation measures). A chunk's text is
-/// found by its content hash among the chunks of its file as it reads now; its vector is cached
-/// by that hash, so a chunk is embedded once per process.
+/// found by its content hash among the chunks of its file as it reads now; MiniLM reads it under
+/// its file's path (`semantic_index::rank::rerank_text`), which the hash covers too, so its vector
+/// is cached by that hash and a chunk is embedded once per process.
 struct Reranker {
     minilm: MiniLm,
     cache: Mutex<HashMap<[u8; HASH_BYTES], Vec<f32>>>,
@@ -123,7 +124,10 @@ impl Reranker {
             let Some(chunk) = chunk else {
                 return false;
             };
-            missing.push((hit.chunk_hash, semantic_index::for_embedding(&chunk.text)));
+            missing.push((
+                hit.chunk_hash,
+                semantic_index::rank::rerank_text(&hit.path, &chunk.text),
+            ));
         }
         let mut texts: Vec<String> = vec![semantic_index::for_embedding(query)];
         texts.extend(missing.iter().map(|(_, t)| t.clone()));
@@ -668,6 +672,27 @@ mod tests {
             "def open_socket(host):\n    \"\"\"Dial the server.\"\"\"\n",
         );
         assert_eq!(ask(open(true)).await, hybrid);
+    }
+
+    /// The host re-ranks by the evaluation's rule: MiniLM reads a chunk under its file's path,
+    /// so the same function in two files gets two vectors (cached apart), and the path decides
+    /// between them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_rerank_reads_each_chunk_under_its_file_path() {
+        let repo = tempfile::tempdir().unwrap();
+        let code = "def middle(values):\n    values = sorted(values)\n    return values[len(values) // 2]\n";
+        write(repo.path(), "network/pick.py", code);
+        write(repo.path(), "statistics/pick.py", code);
+        let store = tempfile::tempdir().unwrap();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+        let engine = Arc::new(engine.with_rerank(&model_dir()).unwrap());
+        engine.catch_up(&index, None).unwrap();
+        let reranked = ready_hits(&index, engine, "the median of a sample of numbers").await;
+        assert_eq!(reranked.len(), 2, "{reranked:?}");
+        assert_eq!(reranked[0].0, "statistics/pick.py", "{reranked:?}");
+        assert!(reranked[0].1 > reranked[1].1, "{reranked:?}");
     }
 
     /// Emptying a full cache must not cost a head chunk that was cached its score: the re-rank

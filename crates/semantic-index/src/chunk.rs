@@ -24,7 +24,8 @@ pub struct Chunk {
     pub end_line: u32,
     /// The chunk's text (its lines, each with its newline).
     pub text: String,
-    /// The sha256 of `text`: the key under which its vectors are cached.
+    /// The sha256 of the chunk's [`searched_text`] (its path and its text): the key under which
+    /// its vectors are cached, since every vector reads the path too.
     pub hash: [u8; 32],
     /// The names of the definitions the chunk holds (functions, methods, types, classes,
     /// macros, …), in source order: from the syntax tree's name nodes where the file was parsed,
@@ -128,6 +129,18 @@ pub(crate) fn line_chunks(path: &str, text: &str) -> Vec<Chunk> {
         .collect()
 }
 
+/// The text a chunk of the file at `path` is searched by: the path on a line of its own, then the
+/// chunk. The path says what code is about where the chunk does not (`statistics/median.py`
+/// above `n = len(data)`), so every signal reads it: BM25's terms, the static vector and
+/// MiniLM's re-rank.
+pub fn searched_text(path: &str, text: &str) -> String {
+    let mut out = String::with_capacity(path.len() + 1 + text.len());
+    out.push_str(path);
+    out.push('\n');
+    out.push_str(text);
+    out
+}
+
 /// A chunk of `text` starting at line `start_line`, its end line counted from its newlines.
 fn make_chunk(path: &str, text: &str, start_line: u32) -> Chunk {
     let newlines = text.matches('\n').count() - usize::from(text.ends_with('\n'));
@@ -135,7 +148,7 @@ fn make_chunk(path: &str, text: &str, start_line: u32) -> Chunk {
         path: path.to_owned(),
         start_line,
         end_line: start_line + newlines as u32,
-        hash: Sha256::digest(text.as_bytes()).into(),
+        hash: Sha256::digest(searched_text(path, text).as_bytes()).into(),
         text: text.to_owned(),
         defines: Vec::new(),
     }

@@ -28,7 +28,7 @@ mod statics;
 mod store;
 mod text;
 
-pub use chunk::{Chunk, TARGET_BYTES, chunk_file};
+pub use chunk::{Chunk, TARGET_BYTES, chunk_file, searched_text};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
 pub use segment::HASH_BYTES;

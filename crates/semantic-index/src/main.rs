@@ -20,11 +20,14 @@ commands:
                          `cargo xtask model static --tune`) into DIR/NAME (default the tuned file)
   embed TEXT...          print MiniLM's vectors of the texts (first 8 values and the norm)
   eval --data FILE [--static NAME] [--rerank-queries N] [--rerank-depth N] [--tune] [--dev]
-       [--no-idf]        the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
+       [--no-idf] [--minilm-cache FILE]
+                         the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
                          --static names the static model in DIR (default the tuned one when
                          built), --tune sweeps the weights on the dev queries, --dev reports the
                          dev queries instead of the test queries, --no-idf drops the index's IDF
-                         weighting of static vectors
+                         weighting of static vectors, --minilm-cache embeds every chunk with MiniLM
+                         once and keeps the vectors in FILE for later runs (the re-rank's ms/query
+                         then leaves MiniLM's chunk work out)
 ";
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut rerank_depth = None;
     let mut static_file: Option<String> = None;
     let mut dev = false;
+    let mut minilm_cache = None;
     let mut pairs = None;
     let mut settings = TuneSettings::default();
     let mut out = TUNED_FILE.to_owned();
@@ -63,6 +67,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             }
             "--tune" => tune = true,
             "--dev" => dev = true,
+            "--minilm-cache" => minilm_cache = it.next().map(PathBuf::from),
             "--static" => static_file = Some(it.next().ok_or("--static NAME")?),
             "--pairs" => pairs = it.next().map(PathBuf::from),
             "--out" => out = it.next().ok_or("--out NAME")?,
@@ -138,6 +143,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 rerank_queries,
                 tune,
                 dev,
+                minilm_cache: minilm_cache.as_deref(),
                 weights: Weights {
                     idf_dense: !no_idf,
                     rerank_depth: rerank_depth.unwrap_or(Weights::default().rerank_depth),
@@ -154,7 +160,9 @@ fn number<T: std::str::FromStr>(arg: Option<String>, usage: &str) -> Result<T, S
         .ok_or_else(|| usage.to_owned())
 }
 
-/// The `[{"query": …, "code": …}, …]` file `cargo xtask model static --tune` mines.
+/// The `[{"query": …, "path": …, "code": …}, …]` file `cargo xtask model static --tune` mines;
+/// the code side is the code as the index searches it, under its path
+/// ([`semantic_index::searched_text`]).
 fn read_pairs(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
     let json: serde_json::Value = serde_json::from_slice(
         &std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?,
@@ -165,12 +173,78 @@ fn read_pairs(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
         .ok_or("the pairs file is not a list")?
         .iter()
         .filter_map(|p| {
+            let code = p["code"].as_str()?;
             Some((
                 p["query"].as_str()?.to_owned(),
-                p["code"].as_str()?.to_owned(),
+                match p["path"].as_str() {
+                    Some(path) => semantic_index::searched_text(path, code),
+                    None => code.to_owned(),
+                },
             ))
         })
         .collect())
+}
+
+/// MiniLM chunk vectors kept in a file between evaluation runs, under the sha256 of the model's
+/// weights and of the MiniLM settings that change a vector; a file of another key is ignored.
+struct KeptVectors {
+    path: PathBuf,
+    key: [u8; 32],
+    entries: Vec<([u8; 32], Vec<f32>)>,
+}
+
+impl KeptVectors {
+    fn open(path: &std::path::Path, weights: &std::path::Path) -> Result<Self, String> {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(std::fs::read(weights).map_err(|e| format!("{}: {e}", weights.display()))?);
+        // The truncation length changes long chunks' vectors.
+        let config = weights.with_file_name("sentence_bert_config.json");
+        hasher.update(std::fs::read(&config).unwrap_or_default());
+        let key: [u8; 32] = hasher.finalize().into();
+        let mut entries = Vec::new();
+        if let Ok(bytes) = std::fs::read(path)
+            && bytes.get(..32) == Some(&key[..])
+        {
+            for record in bytes[32..].chunks_exact(32 + 4 * 384) {
+                let (hash, floats) = record.split_at(32);
+                let vector = floats
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                entries.push((hash.try_into().unwrap_or([0; 32]), vector));
+            }
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            key,
+            entries,
+        })
+    }
+
+    /// Writes the index's MiniLM vectors (those read, and those computed since) to the file.
+    fn save(self, index: &SemanticIndex<'_>) {
+        let entries = index.minilm_cache();
+        if entries.len() == self.entries.len() {
+            return;
+        }
+        let mut bytes = self.key.to_vec();
+        for (hash, vector) in entries.iter().filter(|(_, v)| v.len() == 384) {
+            bytes.extend_from_slice(hash);
+            vector
+                .iter()
+                .for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
+        }
+        let tmp = self.path.with_extension("tmp");
+        match std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &self.path)) {
+            Ok(()) => eprintln!(
+                "{} MiniLM chunk vectors kept in {}",
+                entries.len(),
+                self.path.display()
+            ),
+            Err(e) => eprintln!("{}: {e}", self.path.display()),
+        }
+    }
 }
 
 struct Query {
@@ -185,6 +259,8 @@ struct EvalOptions<'a> {
     rerank_queries: usize,
     tune: bool,
     dev: bool,
+    /// Where MiniLM's chunk vectors are kept between runs.
+    minilm_cache: Option<&'a std::path::Path>,
     weights: Weights,
 }
 
@@ -199,6 +275,7 @@ fn eval(
         rerank_queries,
         tune,
         dev: dev_report,
+        minilm_cache,
         weights,
     } = options;
     // The tuned model when it has been built, unless a file is named.
@@ -248,112 +325,151 @@ fn eval(
     }
     let t = Instant::now();
     let mut index = SemanticIndex::build_with(&statics, docs, weights);
-    println!(
-        "corpus: {} functions, {} chunks, indexed in {:.2} s; {} {reported} queries, {} dev queries",
-        index.documents().len(),
-        index.chunks().len(),
-        t.elapsed().as_secs_f64(),
-        test.len(),
-        dev.len()
-    );
-    if tune {
-        // A coarse grid on the dev queries only; the test queries never choose a weight.
-        let mut best = (0.0, Weights::default());
-        for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
-            let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
-            let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
-            println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
-        }
-        // Dividing by the best cosine always won (docs/semantic.md), and the file-name boost
-        // cannot be measured here: the grid is over the BM25/dense balance and the definition
-        // boost.
-        for bm25 in [0.2, 0.275, 0.35, 0.5] {
-            for definition in [0.1, 0.2, 0.3] {
-                index.weights = Weights {
-                    bm25,
-                    dense: 1.0 - bm25,
-                    definition,
-                    ..Weights::default()
-                };
-                let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
-                let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
-                let r30 = measure_at(&index, &dev, true, 30);
-                println!(
-                    "dev hybrid bm25 {bm25} definition {definition}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
-                );
-                if m + h > best.0 {
-                    best = (m + h, index.weights);
-                }
-            }
-        }
-        index.weights = best.1;
-        println!("best on dev: {:?}", best.1);
-        if rerank_queries == 0 {
-            return Ok(());
-        }
-        // The first variant fills the chunk-vector cache; the others reuse it.
-        for (rerank, rerank_minmax, rerank_depth) in [
-            (0.7, false, 30),
-            (0.5, false, 30),
-            (0.9, false, 30),
-            (0.5, true, 30),
-            (0.7, true, 30),
-            (0.9, true, 30),
-            (0.7, false, 50),
-            (0.7, true, 50),
-        ] {
-            index.weights = Weights {
-                rerank,
-                rerank_minmax,
-                rerank_depth,
-                ..index.weights
-            };
-            let (m, _) = measure(
-                &index,
-                &dev,
-                Scorer::Rerank,
-                Some(&minilm),
-                false,
-                usize::MAX,
-            );
-            let (h, _) = measure(
-                &index,
-                &dev,
-                Scorer::Rerank,
-                Some(&minilm),
-                true,
-                usize::MAX,
-            );
-            println!(
-                "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
-            );
-        }
-        return Ok(());
-    }
-    println!("\n{reported} queries:\n");
-    println!("| ranking | queries | MRR@10 | R@10 | hard MRR@10 | hard R@10 | ms/query |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for (name, scorer, limit) in [
-        ("BM25 alone", Scorer::Bm25, usize::MAX),
-        ("static dense alone", Scorer::Dense, usize::MAX),
-        ("hybrid", Scorer::Hybrid, usize::MAX),
-        ("hybrid (re-rank subset)", Scorer::Hybrid, rerank_queries),
-        ("hybrid + MiniLM re-rank", Scorer::Rerank, rerank_queries),
-    ] {
-        // The hybrid row on the re-ranked subset is only worth a line when it is a subset.
-        if (name == "hybrid (re-rank subset)" && limit >= test.len()) || limit == 0 {
-            continue;
-        }
+    let cache = minilm_cache
+        .map(|path| KeptVectors::open(path, &dir.join("model.safetensors")))
+        .transpose()?;
+    if let Some(kept) = &cache {
+        index.extend_minilm_cache(kept.entries.iter().cloned());
+        eprintln!(
+            "{} MiniLM chunk vectors read from {}",
+            kept.entries.len(),
+            kept.path.display()
+        );
+        // Every chunk's vector is computed up front, in large batches, so that no later run
+        // of the same corpus and model embeds a chunk again.
+        let known: std::collections::HashSet<[u8; 32]> =
+            kept.entries.iter().map(|(h, _)| *h).collect();
+        let mut missing: Vec<([u8; 32], String)> = (0..index.chunks().len())
+            .map(|c| index.rerank_input(c))
+            .filter(|(hash, _)| !known.contains(hash))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
         let t = Instant::now();
-        let (mrr, recall) = measure(&index, &test, scorer, Some(&minilm), false, limit);
-        let (hmrr, hrecall) = measure(&index, &test, scorer, Some(&minilm), true, limit);
-        let n = test.len().min(limit);
-        println!(
-            "| {name} | {n} | {mrr:.3} | {recall:.3} | {hmrr:.3} | {hrecall:.3} | {:.1} |",
-            t.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64
+        for batch in missing.chunks(512) {
+            let refs: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+            let vectors = minilm.embed(&refs).map_err(|e| e.to_string())?;
+            index.extend_minilm_cache(batch.iter().map(|(h, _)| *h).zip(vectors));
+        }
+        eprintln!(
+            "{} chunks embedded by MiniLM in {:.1} s",
+            missing.len(),
+            t.elapsed().as_secs_f64()
         );
     }
-    Ok(())
+    // The measurements run in a closure so that the kept vectors are written however it returns.
+    let outcome = (|| -> Result<(), String> {
+        println!(
+            "corpus: {} functions, {} chunks, indexed in {:.2} s; {} {reported} queries, {} dev queries",
+            index.documents().len(),
+            index.chunks().len(),
+            t.elapsed().as_secs_f64(),
+            test.len(),
+            dev.len()
+        );
+        if tune {
+            // A coarse grid on the dev queries only; the test queries never choose a weight.
+            let mut best = (0.0, Weights::default());
+            for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
+                let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
+                let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
+                println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
+            }
+            // Dividing by the best cosine always won (docs/semantic.md), and the file-name boost
+            // cannot be measured here: the grid is over the BM25/dense balance and the definition
+            // boost.
+            for bm25 in [0.2, 0.275, 0.35, 0.5] {
+                for definition in [0.1, 0.2, 0.3] {
+                    index.weights = Weights {
+                        bm25,
+                        dense: 1.0 - bm25,
+                        definition,
+                        ..Weights::default()
+                    };
+                    let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
+                    let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
+                    let r30 = measure_at(&index, &dev, true, 30);
+                    println!(
+                        "dev hybrid bm25 {bm25} definition {definition}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
+                    );
+                    if m + h > best.0 {
+                        best = (m + h, index.weights);
+                    }
+                }
+            }
+            index.weights = best.1;
+            println!("best on dev: {:?}", best.1);
+            if rerank_queries == 0 {
+                return Ok(());
+            }
+            // The first variant fills the chunk-vector cache; the others reuse it.
+            for (rerank, rerank_minmax, rerank_depth) in [
+                (0.7, false, 30),
+                (0.5, false, 30),
+                (0.9, false, 30),
+                (0.5, true, 30),
+                (0.7, true, 30),
+                (0.9, true, 30),
+                (0.7, false, 50),
+                (0.7, true, 50),
+            ] {
+                index.weights = Weights {
+                    rerank,
+                    rerank_minmax,
+                    rerank_depth,
+                    ..index.weights
+                };
+                let (m, _) = measure(
+                    &index,
+                    &dev,
+                    Scorer::Rerank,
+                    Some(&minilm),
+                    false,
+                    usize::MAX,
+                );
+                let (h, _) = measure(
+                    &index,
+                    &dev,
+                    Scorer::Rerank,
+                    Some(&minilm),
+                    true,
+                    usize::MAX,
+                );
+                println!(
+                    "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
+                );
+            }
+            return Ok(());
+        }
+        println!("\n{reported} queries:\n");
+        println!("| ranking | queries | MRR@10 | R@10 | hard MRR@10 | hard R@10 | ms/query |");
+        println!("| --- | --- | --- | --- | --- | --- | --- |");
+        for (name, scorer, limit) in [
+            ("BM25 alone", Scorer::Bm25, usize::MAX),
+            ("static dense alone", Scorer::Dense, usize::MAX),
+            ("hybrid", Scorer::Hybrid, usize::MAX),
+            ("hybrid (re-rank subset)", Scorer::Hybrid, rerank_queries),
+            ("hybrid + MiniLM re-rank", Scorer::Rerank, rerank_queries),
+        ] {
+            // The hybrid row on the re-ranked subset is only worth a line when it is a subset.
+            if (name == "hybrid (re-rank subset)" && limit >= test.len()) || limit == 0 {
+                continue;
+            }
+            let t = Instant::now();
+            let (mrr, recall) = measure(&index, &test, scorer, Some(&minilm), false, limit);
+            let (hmrr, hrecall) = measure(&index, &test, scorer, Some(&minilm), true, limit);
+            let n = test.len().min(limit);
+            println!(
+                "| {name} | {n} | {mrr:.3} | {recall:.3} | {hmrr:.3} | {hrecall:.3} | {:.1} |",
+                t.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64
+            );
+        }
+        Ok(())
+    })();
+    if let Some(kept) = cache {
+        kept.save(&index);
+    }
+    outcome
 }
 
 /// The hybrid ranking's recall at `depth`: how often the answer is among the candidates a

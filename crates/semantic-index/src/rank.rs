@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::bm25::Bm25;
-use crate::chunk::{Chunk, chunk_file};
+use crate::chunk::{Chunk, chunk_file, searched_text};
 use crate::model::MiniLm;
 use crate::statics::StaticModel;
 use crate::text::{for_embedding, sub_tokens};
@@ -148,7 +148,7 @@ impl<'m> SemanticIndex<'m> {
             let stem = name.split('.').next().unwrap_or(name);
             index.file_words.push(sub_tokens(stem));
             for chunk in chunk_file(&doc.path, &doc.text) {
-                index.bm25.add(&chunk.text);
+                index.bm25.add(&searched_text(&chunk.path, &chunk.text));
                 // The names the chunker found: the syntax tree's where a grammar parsed the
                 // file, the definition lines' otherwise.
                 index
@@ -161,7 +161,7 @@ impl<'m> SemanticIndex<'m> {
         let ids: Vec<Vec<u32>> = index
             .chunks
             .iter()
-            .map(|c| statics.token_ids(&c.text))
+            .map(|c| statics.token_ids(&searched_text(&c.path, &c.text)))
             .collect();
         let mut df = vec![0u32; statics.vocab_size()];
         for chunk in &ids {
@@ -214,6 +214,24 @@ impl<'m> SemanticIndex<'m> {
     /// How many chunk vectors MiniLM has computed and cached so far.
     pub fn cached_vectors(&self) -> usize {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// The MiniLM chunk vectors cached so far, by the chunk text's sha256, in hash order (the
+    /// evaluation keeps them between runs of one model).
+    pub fn minilm_cache(&self) -> Vec<([u8; 32], Vec<f32>)> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries: Vec<_> = cache.iter().map(|(h, v)| (*h, v.clone())).collect();
+        entries.sort_unstable_by_key(|a| a.0);
+        entries
+    }
+
+    /// Adds MiniLM chunk vectors by the chunk text's sha256, as [`SemanticIndex::minilm_cache`]
+    /// returned them from an index re-ranking with the same MiniLM.
+    pub fn extend_minilm_cache(&self, entries: impl IntoIterator<Item = ([u8; 32], Vec<f32>)>) {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(entries);
     }
 
     /// The `k` best documents for `query`. [`Scorer::Rerank`] needs `minilm`; without it the
@@ -321,35 +339,41 @@ impl<'m> SemanticIndex<'m> {
         }
     }
 
+    /// What MiniLM reads of chunk `c` when it re-ranks, and the hash its vector is cached
+    /// under.
+    pub fn rerank_input(&self, c: usize) -> ([u8; 32], String) {
+        let chunk = &self.chunks[c];
+        (chunk.hash, rerank_text(&chunk.path, &chunk.text))
+    }
+
     /// MiniLM vectors of the hits' best chunks, from the cache or embedded now (and cached).
     fn minilm_vectors(&self, minilm: &MiniLm, hits: &[Hit]) -> Vec<Vec<f32>> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let missing: Vec<usize> = hits
+        let inputs: Vec<([u8; 32], String)> =
+            hits.iter().map(|h| self.rerank_input(h.chunk)).collect();
+        let missing: Vec<&([u8; 32], String)> = inputs
             .iter()
-            .map(|h| h.chunk)
-            .filter(|&c| !cache.contains_key(&self.chunks[c].hash))
+            .filter(|(hash, _)| !cache.contains_key(hash))
             .collect();
         if !missing.is_empty() {
-            let texts: Vec<String> = missing
-                .iter()
-                .map(|&c| for_embedding(&self.chunks[c].text))
-                .collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let refs: Vec<&str> = missing.iter().map(|(_, t)| t.as_str()).collect();
             if let Ok(vectors) = minilm.embed(&refs) {
-                for (&c, v) in missing.iter().zip(vectors) {
-                    cache.insert(self.chunks[c].hash, v);
+                for ((hash, _), v) in missing.iter().zip(vectors) {
+                    cache.insert(*hash, v);
                 }
             }
         }
-        hits.iter()
-            .map(|h| {
-                cache
-                    .get(&self.chunks[h.chunk].hash)
-                    .cloned()
-                    .unwrap_or_default()
-            })
+        inputs
+            .iter()
+            .map(|(hash, _)| cache.get(hash).cloned().unwrap_or_default())
             .collect()
     }
+}
+
+/// The text MiniLM reads of a chunk when it re-ranks: its [`searched_text`] (path, then chunk),
+/// identifiers cut into words ([`for_embedding`]).
+pub fn rerank_text(path: &str, text: &str) -> String {
+    for_embedding(&searched_text(path, text))
 }
 
 /// The cosine of two unit vectors (MiniLM's are), clamped to `[0, 1]`: the re-rank's signal.

@@ -6,7 +6,7 @@
 //! | section | content |
 //! | --- | --- |
 //! | files | per file 28 bytes: path offset and length (into strings), version, first chunk, chunk count, path prior (f32) |
-//! | chunks | per chunk 44 bytes: file, first line, last line, snippet line, snippet offset and length, BM25 length, the first 16 bytes of the sha256 of its text |
+//! | chunks | per chunk 44 bytes: file, first line, last line, snippet line, snippet offset and length, BM25 length, the first 16 bytes of its hash (the sha256 of its path and text, `crate::searched_text`) |
 //! | strings | paths and snippets, back to back |
 //! | dense | per chunk `dim` int8 values |
 //! | scales | per chunk one f32: `v[i] ≈ q[i] · scale` |

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::chunk::chunk_file;
+use crate::chunk::{chunk_file, searched_text};
 use crate::rank::{Weights, combine, quantize};
 use crate::segment::{
     ChunkData, DEFINITION, FILE_NAME, FileData, HASH_BYTES, Segment, encode, stored_hash,
@@ -42,7 +42,9 @@ const MANIFEST: &str = "MANIFEST";
 /// definition names behind a store's chunks: a store built by another is rebuilt, not mixed.
 /// 2: tree-sitter chunks, definition names from the syntax tree.
 /// 3: a front-coded dictionary and 16-byte content hashes (segment magic `RSSEMSG2`).
-const FORMAT: u32 = 3;
+/// 4: a chunk is searched under its file's path (`crate::searched_text`): BM25 terms, static
+/// vectors and content hashes read it.
+const FORMAT: u32 = 4;
 /// The IDF table is computed over the chunks of at most this many files.
 pub const IDF_SAMPLE_FILES: usize = 4000;
 /// A build or an update writes a segment each time this many chunks have accumulated, which
@@ -1061,7 +1063,7 @@ fn prepare(
                                     return seg.vector(*id);
                                 }
                                 embedded.fetch_add(1, Ordering::Relaxed);
-                                let ids = cache.ids(&c.text);
+                                let ids = cache.ids(&searched_text(&c.path, &c.text));
                                 quantize(&statics.embed_ids(&ids, |id| {
                                     idf.get(id as usize).copied().unwrap_or(top)
                                 }))
@@ -1121,7 +1123,7 @@ fn chunk_data(
     chunk_file(path, text)
         .into_iter()
         .map(|c| {
-            let tokens = sub_tokens(&c.text);
+            let tokens = sub_tokens(&searched_text(path, &c.text));
             let mut counts: HashMap<String, u32> = HashMap::new();
             let length = tokens.len() as u32;
             for t in tokens {
@@ -1283,7 +1285,7 @@ fn idf_table(
                         };
                         for c in chunk_file(&f.path, &text) {
                             chunks += 1;
-                            let mut ids = cache.ids(&c.text);
+                            let mut ids = cache.ids(&searched_text(&f.path, &c.text));
                             ids.sort_unstable();
                             ids.dedup();
                             for id in ids {

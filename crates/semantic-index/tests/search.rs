@@ -138,6 +138,34 @@ fn reranking_caches_chunk_vectors_by_content_hash() {
     assert_eq!(index.cached_vectors(), cached);
 }
 
+/// A chunk is searched under its file's path (`searched_text`): the same function in two files is
+/// two chunks of two hashes, MiniLM embeds both, and the path decides between them.
+#[test]
+fn the_rerank_reads_each_chunk_under_its_file_path() {
+    let code =
+        "def middle(values):\n    values = sorted(values)\n    return values[len(values) // 2]\n";
+    let doc = |path: &str| Document {
+        key: path.into(),
+        path: path.into(),
+        text: code.into(),
+    };
+    let docs = vec![doc("network/pick.py"), doc("statistics/pick.py")];
+    let index = SemanticIndex::build(statics(), docs);
+    let query = "the median of a sample of numbers";
+    let ranked = |scorer| -> Vec<(String, f32)> {
+        index
+            .search(query, scorer, Some(minilm()), 10)
+            .iter()
+            .map(|h| (index.documents()[h.doc].path.clone(), h.score))
+            .collect()
+    };
+    assert_ne!(index.chunks()[0].hash, index.chunks()[1].hash);
+    let reranked = ranked(Scorer::Rerank);
+    assert_eq!(reranked[0].0, "statistics/pick.py", "{reranked:?}");
+    assert!(reranked[0].1 > reranked[1].1, "{reranked:?}");
+    assert_eq!(index.cached_vectors(), 2);
+}
+
 /// The definition boost reads the names the chunker found in the syntax tree: a C function that
 /// returns a pointer to a struct defines its own name, not the struct's (a line rule read
 /// `static struct page *alloc_frozen_pages(` as defining `page`).

@@ -67,7 +67,11 @@ fn assert_covers(path: &str, source: &str, chunks: &[Chunk]) {
             c.start_line + lines - 1,
             "{path}: wrong end line"
         );
-        assert_eq!(c.hash, <[u8; 32]>::from(Sha256::digest(c.text.as_bytes())));
+        let searched = format!("{path}\n{}", c.text);
+        assert_eq!(
+            c.hash,
+            <[u8; 32]>::from(Sha256::digest(searched.as_bytes()))
+        );
         assert_eq!(c.path, path);
         next_line = c.end_line + 1;
     }

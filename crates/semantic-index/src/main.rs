@@ -185,16 +185,19 @@ fn read_pairs(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
         .collect())
 }
 
-/// MiniLM chunk vectors kept in a file between evaluation runs, under the sha256 of the model's
-/// weights and of the MiniLM settings that change a vector; a file of another key is ignored.
+/// MiniLM chunk vectors kept in a file between evaluation runs: the sha256 of the model's weights
+/// and of the settings that change a vector (the key), records of a chunk hash and `dim` f32, and
+/// the sha256 of everything before it. A file of another key, size or checksum is set aside with
+/// a warning and every vector is computed again: it is a cache, and nothing is lost.
 struct KeptVectors {
     path: PathBuf,
     key: [u8; 32],
+    dim: usize,
     entries: Vec<([u8; 32], Vec<f32>)>,
 }
 
 impl KeptVectors {
-    fn open(path: &std::path::Path, weights: &std::path::Path) -> Result<Self, String> {
+    fn open(path: &std::path::Path, weights: &std::path::Path, dim: usize) -> Result<Self, String> {
         use sha2::{Digest, Sha256};
         let mut hasher = Sha256::new();
         hasher.update(std::fs::read(weights).map_err(|e| format!("{}: {e}", weights.display()))?);
@@ -203,38 +206,59 @@ impl KeptVectors {
         hasher.update(std::fs::read(&config).unwrap_or_default());
         let key: [u8; 32] = hasher.finalize().into();
         let mut entries = Vec::new();
-        if let Ok(bytes) = std::fs::read(path)
-            && bytes.get(..32) == Some(&key[..])
-        {
-            for record in bytes[32..].chunks_exact(32 + 4 * 384) {
-                let (hash, floats) = record.split_at(32);
-                let vector = floats
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                entries.push((hash.try_into().unwrap_or([0; 32]), vector));
+        let record = 32 + 4 * dim;
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let whole = bytes.len() >= 64
+                    && (bytes.len() - 64) % record == 0
+                    && Sha256::digest(&bytes[..bytes.len() - 32])[..] == bytes[bytes.len() - 32..];
+                if !whole || bytes[..32] != key {
+                    eprintln!(
+                        "{}: not kept vectors of this model (another key, size or checksum); \
+                         every vector is computed again",
+                        path.display()
+                    );
+                } else {
+                    for r in bytes[32..bytes.len() - 32].chunks_exact(record) {
+                        let (hash, floats) = r.split_at(32);
+                        let mut h = [0u8; 32];
+                        h.copy_from_slice(hash);
+                        let vector = floats
+                            .chunks_exact(4)
+                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect();
+                        entries.push((h, vector));
+                    }
+                }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
         }
         Ok(Self {
             path: path.to_owned(),
             key,
+            dim,
             entries,
         })
     }
 
     /// Writes the index's MiniLM vectors (those read, and those computed since) to the file.
     fn save(self, index: &SemanticIndex<'_>) {
+        use sha2::{Digest, Sha256};
         let entries = index.minilm_cache();
         if entries.len() == self.entries.len() {
             return;
         }
         let mut bytes = self.key.to_vec();
-        for (hash, vector) in entries.iter().filter(|(_, v)| v.len() == 384) {
+        // A vector MiniLM failed to compute is empty: it is not kept.
+        for (hash, vector) in entries.iter().filter(|(_, v)| v.len() == self.dim) {
             bytes.extend_from_slice(hash);
             vector
                 .iter()
                 .for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
         }
+        let checksum = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&checksum);
         let tmp = self.path.with_extension("tmp");
         match std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &self.path)) {
             Ok(()) => eprintln!(
@@ -326,7 +350,7 @@ fn eval(
     let t = Instant::now();
     let mut index = SemanticIndex::build_with(&statics, docs, weights);
     let cache = minilm_cache
-        .map(|path| KeptVectors::open(path, &dir.join("model.safetensors")))
+        .map(|path| KeptVectors::open(path, &dir.join("model.safetensors"), minilm.dim()))
         .transpose()?;
     if let Some(kept) = &cache {
         index.extend_minilm_cache(kept.entries.iter().cloned());

@@ -148,7 +148,13 @@ fn make_chunk(path: &str, text: &str, start_line: u32) -> Chunk {
         path: path.to_owned(),
         start_line,
         end_line: start_line + newlines as u32,
-        hash: Sha256::digest(searched_text(path, text).as_bytes()).into(),
+        // The digest of `searched_text(path, text)`, without building that string.
+        hash: Sha256::new()
+            .chain_update(path.as_bytes())
+            .chain_update(b"\n")
+            .chain_update(text.as_bytes())
+            .finalize()
+            .into(),
         text: text.to_owned(),
         defines: Vec::new(),
     }

@@ -216,7 +216,7 @@ impl<'m> SemanticIndex<'m> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// The MiniLM chunk vectors cached so far, by the chunk text's sha256, in hash order (the
+    /// The MiniLM chunk vectors cached so far, by [`Chunk::hash`], in hash order (the
     /// evaluation keeps them between runs of one model).
     pub fn minilm_cache(&self) -> Vec<([u8; 32], Vec<f32>)> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -225,7 +225,7 @@ impl<'m> SemanticIndex<'m> {
         entries
     }
 
-    /// Adds MiniLM chunk vectors by the chunk text's sha256, as [`SemanticIndex::minilm_cache`]
+    /// Adds MiniLM chunk vectors by [`Chunk::hash`], as [`SemanticIndex::minilm_cache`]
     /// returned them from an index re-ranking with the same MiniLM.
     pub fn extend_minilm_cache(&self, entries: impl IntoIterator<Item = ([u8; 32], Vec<f32>)>) {
         self.cache

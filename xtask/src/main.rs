@@ -33,7 +33,7 @@ commands:
   eval semantic  docstring -> function on CPython's stdlib and kernel-doc -> function on Linux:
            MRR@10 and R@10 of BM25, the static model, hybrid and MiniLM re-rank
            [--corpus python|kernel|all] [--model-dir DIR] [--static FILE]
-           [--rerank-queries N] [--rerank-depth N] [--tune]
+           [--rerank-queries N] [--rerank-depth N] [--rerank-tokens N] [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
            generated tree and, when prepared, the Linux corpus; --corpus linux
            --backend postgres: the PostgreSQL backend beside the embedded index and rg;

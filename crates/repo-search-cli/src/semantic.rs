@@ -77,8 +77,9 @@ pub(crate) struct SemanticEngine {
 /// by the hybrid score, re-scored with MiniLM's cosine of the query and each file's best chunk
 /// (`semantic_index::rank::rerank_scores`, the rule the evaluation measures). A chunk's text is
 /// found by its content hash among the chunks of its file as it reads now; MiniLM reads it under
-/// its file's path (`semantic_index::rank::rerank_text`), which the hash covers too, so its vector
-/// is cached by that hash and a chunk is embedded once per process.
+/// its file's path (`semantic_index::rank::rerank_text`), which the hash covers too, up to
+/// [`Weights::rerank_tokens`] word pieces, so its vector is cached by that hash and a chunk is
+/// embedded once per process.
 struct Reranker {
     minilm: MiniLm,
     cache: Mutex<HashMap<[u8; HASH_BYTES], Vec<f32>>>,
@@ -129,12 +130,23 @@ impl Reranker {
                 semantic_index::rank::rerank_text(&hit.path, &chunk.text),
             ));
         }
-        let mut texts: Vec<String> = vec![semantic_index::for_embedding(query)];
-        texts.extend(missing.iter().map(|(_, t)| t.clone()));
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let Ok(mut embedded) = self.minilm.embed(&refs) else {
+        // The query is read whole; each chunk only as far as the weights say (its path and
+        // first lines), which bounds MiniLM's work per missing chunk. One call, so that the
+        // query and the chunks share the threads.
+        let tokenized: Result<Vec<Vec<u32>>, _> = std::iter::once(
+            self.minilm
+                .tokenize(&semantic_index::for_embedding(query), usize::MAX),
+        )
+        .chain(
+            missing
+                .iter()
+                .map(|(_, t)| self.minilm.tokenize(t, weights.rerank_tokens)),
+        )
+        .collect();
+        let Ok(tokenized) = tokenized else {
             return false;
         };
+        let mut embedded = self.minilm.embed_ids(&tokenized);
         let query = embedded.remove(0);
         let new: HashMap<[u8; HASH_BYTES], Vec<f32>> = missing
             .into_iter()

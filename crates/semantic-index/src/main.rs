@@ -19,15 +19,16 @@ commands:
                          fine-tune the static model on (query, code) pairs (FILE from
                          `cargo xtask model static --tune`) into DIR/NAME (default the tuned file)
   embed TEXT...          print MiniLM's vectors of the texts (first 8 values and the norm)
-  eval --data FILE [--static NAME] [--rerank-queries N] [--rerank-depth N] [--tune] [--dev]
-       [--no-idf] [--minilm-cache FILE]
+  eval --data FILE [--static NAME] [--rerank-queries N] [--rerank-depth N] [--rerank-tokens N]
+       [--tune] [--dev] [--no-idf] [--minilm-cache FILE]
                          the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
                          --static names the static model in DIR (default the tuned one when
                          built), --tune sweeps the weights on the dev queries, --dev reports the
                          dev queries instead of the test queries, --no-idf drops the index's IDF
                          weighting of static vectors, --minilm-cache embeds every chunk with MiniLM
                          once and keeps the vectors in FILE for later runs (the re-rank's ms/query
-                         then leaves MiniLM's chunk work out)
+                         then leaves MiniLM's chunk work out), --rerank-tokens sets how many
+                         word pieces of a chunk MiniLM reads when it re-ranks (default 64)
 ";
 
 fn main() -> ExitCode {
@@ -47,6 +48,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let mut tune = false;
     let mut no_idf = false;
     let mut rerank_depth = None;
+    let mut rerank_tokens = None;
     let mut static_file: Option<String> = None;
     let mut dev = false;
     let mut minilm_cache = None;
@@ -76,6 +78,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             "--lr" => settings.learning_rate = number(it.next(), "--lr X")?,
             "--scale" => settings.scale = number(it.next(), "--scale X")?,
             "--no-idf" => no_idf = true,
+            "--rerank-tokens" => rerank_tokens = Some(number(it.next(), "--rerank-tokens N")?),
             "--rerank-depth" => {
                 rerank_depth = Some(
                     it.next()
@@ -147,6 +150,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 weights: Weights {
                     idf_dense: !no_idf,
                     rerank_depth: rerank_depth.unwrap_or(Weights::default().rerank_depth),
+                    rerank_tokens: rerank_tokens.unwrap_or(Weights::default().rerank_tokens),
                     ..Weights::default()
                 },
             },
@@ -186,7 +190,7 @@ fn read_pairs(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
 }
 
 /// MiniLM chunk vectors kept in a file between evaluation runs: the sha256 of the model's weights
-/// and of the settings that change a vector (the key), records of a chunk hash and `dim` f32, and
+/// and of the settings that change a vector (the key: the truncation lengths), records of a chunk hash and `dim` f32, and
 /// the sha256 of everything before it. A file of another key, size or checksum is set aside with
 /// a warning and every vector is computed again: it is a cache, and nothing is lost.
 struct KeptVectors {
@@ -197,13 +201,20 @@ struct KeptVectors {
 }
 
 impl KeptVectors {
-    fn open(path: &std::path::Path, weights: &std::path::Path, dim: usize) -> Result<Self, String> {
+    fn open(
+        path: &std::path::Path,
+        weights: &std::path::Path,
+        dim: usize,
+        rerank_tokens: usize,
+    ) -> Result<Self, String> {
         use sha2::{Digest, Sha256};
         let mut hasher = Sha256::new();
         hasher.update(std::fs::read(weights).map_err(|e| format!("{}: {e}", weights.display()))?);
         // The truncation length changes long chunks' vectors.
         let config = weights.with_file_name("sentence_bert_config.json");
         hasher.update(std::fs::read(&config).unwrap_or_default());
+        // So does the re-rank's own cut.
+        hasher.update((rerank_tokens as u64).to_le_bytes());
         let key: [u8; 32] = hasher.finalize().into();
         let mut entries = Vec::new();
         let record = 32 + 4 * dim;
@@ -350,7 +361,14 @@ fn eval(
     let t = Instant::now();
     let mut index = SemanticIndex::build_with(&statics, docs, weights);
     let cache = minilm_cache
-        .map(|path| KeptVectors::open(path, &dir.join("model.safetensors"), minilm.dim()))
+        .map(|path| {
+            KeptVectors::open(
+                path,
+                &dir.join("model.safetensors"),
+                minilm.dim(),
+                index.weights.rerank_tokens,
+            )
+        })
         .transpose()?;
     if let Some(kept) = &cache {
         index.extend_minilm_cache(kept.entries.iter().cloned());
@@ -372,7 +390,9 @@ fn eval(
         let t = Instant::now();
         for batch in missing.chunks(512) {
             let refs: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
-            let vectors = minilm.embed(&refs).map_err(|e| e.to_string())?;
+            let vectors = minilm
+                .embed_limited(&refs, index.weights.rerank_tokens)
+                .map_err(|e| e.to_string())?;
             index.extend_minilm_cache(batch.iter().map(|(h, _)| *h).zip(vectors));
         }
         eprintln!(

@@ -169,16 +169,39 @@ impl MiniLm {
     /// Embeds texts as sentence-transformers does: `[CLS] text [SEP]`, mean pooling over every
     /// token, L2 normalisation. One vector per text, in order.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
+        self.embed_limited(texts, usize::MAX)
+    }
+
+    /// [`MiniLm::embed`] with each text cut to its first `max_tokens` word pieces, `[CLS]` and
+    /// `[SEP]` included (at least those two), when that is shorter than the directory's own
+    /// limit: the vectors sentence-transformers gives with a `max_seq_length` of `max_tokens`.
+    /// The re-rank reads chunks this way: their head says what they are about, and MiniLM's
+    /// cost grows with the length (docs/semantic.md).
+    pub fn embed_limited(&self, texts: &[&str], max_tokens: usize) -> Result<Vec<Vec<f32>>, Error> {
         let ids = texts
             .iter()
-            .map(|t| {
-                self.tokenizer
-                    .encode(*t, true)
-                    .map(|e| e.get_ids().to_vec())
-                    .map_err(|e| Error::Tokenizer(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|t| self.tokenize(t, max_tokens))
+            .collect::<Result<Vec<_>, Error>>()?;
         Ok(self.embed_ids(&ids))
+    }
+
+    /// The word pieces [`MiniLm::embed_limited`] runs for `text`: `[CLS]`, the text's first
+    /// pieces, `[SEP]`, at most `max_tokens` (and at least those two) in all. Texts tokenized
+    /// with different limits can be embedded together by [`MiniLm::embed_ids`].
+    pub fn tokenize(&self, text: &str, max_tokens: usize) -> Result<Vec<u32>, Error> {
+        let keep = max_tokens.max(2);
+        let mut ids = self
+            .tokenizer
+            .encode(text, true)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        if ids.len() > keep {
+            // The closing `[SEP]` stays, as in the tokenizer's own truncation.
+            let last = ids[ids.len() - 1];
+            ids.truncate(keep - 1);
+            ids.push(last);
+        }
+        Ok(ids)
     }
 
     /// Embeds already tokenized sequences (special tokens included), pooled and normalised. Equal
@@ -186,10 +209,21 @@ impl MiniLm {
     pub fn embed_ids(&self, ids: &[Vec<u32>]) -> Vec<Vec<f32>> {
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| (ids[i].len(), i));
+        // No batch holds more than a thread's share of the word pieces: a re-rank's head, cut to
+        // one length, would otherwise be one batch on one thread while the others wait.
+        let total: usize = ids.iter().map(Vec::len).sum();
+        let share = total.div_ceil(self.threads).max(1);
         let mut batches: Vec<Vec<usize>> = Vec::new();
         for i in order {
+            let len = ids[i].len();
             match batches.last_mut() {
-                Some(b) if b.len() < BATCH && ids[b[0]].len() == ids[i].len() => b.push(i),
+                Some(b)
+                    if b.len() < BATCH
+                        && ids[b[0]].len() == len
+                        && (b.len() + 1) * len <= share.max(len) =>
+                {
+                    b.push(i)
+                }
                 _ => batches.push(vec![i]),
             }
         }

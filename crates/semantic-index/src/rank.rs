@@ -67,6 +67,9 @@ pub struct Weights {
     pub rerank: f32,
     /// How many of the hybrid ranking's first documents MiniLM re-ranks.
     pub rerank_depth: usize,
+    /// How many word pieces of a chunk's [`rerank_text`] MiniLM reads, `[CLS]` and `[SEP]`
+    /// included ([`MiniLm::embed_limited`]): the path and the chunk's first lines.
+    pub rerank_tokens: usize,
     /// Whether the re-rank min-max normalises MiniLM's cosines and the hybrid scores over the
     /// re-ranked head before mixing them (otherwise: raw cosine, hybrid divided by the best).
     pub rerank_minmax: bool,
@@ -87,12 +90,16 @@ impl Default for Weights {
             file_name: 0.05,
             rerank: 0.7,
             rerank_depth: 30,
+            rerank_tokens: 64,
             rerank_minmax: false,
             relative_dense: true,
             idf_dense: true,
         }
     }
 }
+
+/// MiniLM vectors of chunks, by [`Chunk::hash`].
+type ChunkVectors = HashMap<[u8; 32], Vec<f32>>;
 
 /// An in-memory semantic index over documents.
 pub struct SemanticIndex<'m> {
@@ -114,7 +121,9 @@ pub struct SemanticIndex<'m> {
     /// Per document: the sub-tokens of its file name.
     file_words: Vec<Vec<String>>,
     /// MiniLM vectors of chunks, by content hash.
-    cache: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    /// The [`Weights::rerank_tokens`] they were computed with, which a later change of the
+    /// weights empties them for.
+    cache: Mutex<(usize, ChunkVectors)>,
     /// The ranking's weights.
     pub weights: Weights,
 }
@@ -139,7 +148,7 @@ impl<'m> SemanticIndex<'m> {
             idf: Vec::new(),
             idf_dense: weights.idf_dense,
             file_words: Vec::new(),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new((weights.rerank_tokens, HashMap::new())),
             weights,
             docs: Vec::new(),
         };
@@ -213,24 +222,26 @@ impl<'m> SemanticIndex<'m> {
 
     /// How many chunk vectors MiniLM has computed and cached so far.
     pub fn cached_vectors(&self) -> usize {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).1.len()
     }
 
     /// The MiniLM chunk vectors cached so far, by [`Chunk::hash`], in hash order (the
     /// evaluation keeps them between runs of one model).
     pub fn minilm_cache(&self) -> Vec<([u8; 32], Vec<f32>)> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let mut entries: Vec<_> = cache.iter().map(|(h, v)| (*h, v.clone())).collect();
+        let mut entries: Vec<_> = cache.1.iter().map(|(h, v)| (*h, v.clone())).collect();
         entries.sort_unstable_by_key(|a| a.0);
         entries
     }
 
     /// Adds MiniLM chunk vectors by [`Chunk::hash`], as [`SemanticIndex::minilm_cache`]
-    /// returned them from an index re-ranking with the same MiniLM.
+    /// returned them from an index re-ranking with the same MiniLM and the same
+    /// [`Weights::rerank_tokens`].
     pub fn extend_minilm_cache(&self, entries: impl IntoIterator<Item = ([u8; 32], Vec<f32>)>) {
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .1
             .extend(entries);
     }
 
@@ -348,7 +359,11 @@ impl<'m> SemanticIndex<'m> {
 
     /// MiniLM vectors of the hits' best chunks, from the cache or embedded now (and cached).
     fn minilm_vectors(&self, minilm: &MiniLm, hits: &[Hit]) -> Vec<Vec<f32>> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if held.0 != self.weights.rerank_tokens {
+            *held = (self.weights.rerank_tokens, HashMap::new());
+        }
+        let cache = &mut held.1;
         let inputs: Vec<([u8; 32], String)> =
             hits.iter().map(|h| self.rerank_input(h.chunk)).collect();
         let missing: Vec<&([u8; 32], String)> = inputs
@@ -357,7 +372,7 @@ impl<'m> SemanticIndex<'m> {
             .collect();
         if !missing.is_empty() {
             let refs: Vec<&str> = missing.iter().map(|(_, t)| t.as_str()).collect();
-            if let Ok(vectors) = minilm.embed(&refs) {
+            if let Ok(vectors) = minilm.embed_limited(&refs, self.weights.rerank_tokens) {
                 for ((hash, _), v) in missing.iter().zip(vectors) {
                     cache.insert(*hash, v);
                 }
@@ -371,7 +386,8 @@ impl<'m> SemanticIndex<'m> {
 }
 
 /// The text MiniLM reads of a chunk when it re-ranks: its [`searched_text`] (path, then chunk),
-/// identifiers cut into words ([`for_embedding`]).
+/// identifiers cut into words ([`for_embedding`]), of which MiniLM reads the first
+/// [`Weights::rerank_tokens`] word pieces.
 pub fn rerank_text(path: &str, text: &str) -> String {
     for_embedding(&searched_text(path, text))
 }

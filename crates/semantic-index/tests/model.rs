@@ -146,3 +146,49 @@ fn a_batch_embeds_each_text_as_it_would_alone() {
     let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
     assert!(cos(&batch[0], &batch[1]) < cos(&batch[0], &batch[2]));
 }
+
+/// `embed_limited` gives the vectors of a model directory whose `max_seq_length` is the limit:
+/// the tokenizer's own truncation, `[SEP]` kept. Many texts cut to one length are split into
+/// batches per thread, and each still embeds as it would alone.
+#[test]
+fn a_limited_embedding_is_the_embedding_of_a_shorter_max_seq_length() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(model_dir().join(name), dir.path().join(name)).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("sentence_bert_config.json"),
+        r#"{"max_seq_length": 16}"#,
+    )
+    .unwrap();
+    let short = MiniLm::load(dir.path()).expect("loads");
+    let texts: Vec<String> = (0..9)
+        .map(|i| {
+            format!(
+                "def handler_{i}(request):\n    return request.body.decode('utf-8').strip().lower()"
+            )
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let limited = model().embed_limited(&refs, 16).expect("embeds");
+    let reference: Vec<Vec<f32>> = refs
+        .iter()
+        .map(|t| short.embed(&[t]).expect("embeds").remove(0))
+        .collect();
+    for (text, (a, b)) in texts.iter().zip(limited.iter().zip(&reference)) {
+        let ids = model().tokenize(text, 16).expect("tokenizes");
+        assert_eq!(ids.len(), 16);
+        assert_eq!(ids.last(), Some(&102), "[SEP] closes the cut text");
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max);
+        assert!(diff < 1e-5, "{text:?} differs by {diff}");
+    }
+    // A text shorter than the limit is not changed, and no limit is below [CLS] [SEP].
+    assert_eq!(model().tokenize("word", 16).unwrap(), [101, 2773, 102]);
+    assert_eq!(model().tokenize("word", 0).unwrap(), [101, 102]);
+    let whole = model().embed(&refs[..1]).expect("embeds").remove(0);
+    assert_ne!(whole, limited[0], "the whole text reads past the cut");
+}

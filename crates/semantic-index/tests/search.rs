@@ -166,6 +166,72 @@ fn the_rerank_reads_each_chunk_under_its_file_path() {
     assert_eq!(index.cached_vectors(), 2);
 }
 
+/// MiniLM reads a chunk's path and first word pieces only (`Weights::rerank_tokens`): two
+/// functions that differ past that cut get one vector, and the whole functions two.
+#[test]
+fn the_rerank_reads_only_the_first_word_pieces_of_a_chunk() {
+    let head = "def middle(values):\n    values = sorted(values)\n";
+    let doc = |key: &str, tail: &str| Document {
+        key: key.into(),
+        path: "statistics/pick.py".into(),
+        text: format!("{head}    {tail}\n"),
+    };
+    let docs = vec![
+        doc("a", "return values[len(values) // 2] if values else None"),
+        doc(
+            "b",
+            "raise RuntimeError('the socket closed before the handshake')",
+        ),
+    ];
+    let vectors = |rerank_tokens| {
+        let weights = semantic_index::rank::Weights {
+            rerank_tokens,
+            ..Default::default()
+        };
+        let index = SemanticIndex::build_with(statics(), docs.clone(), weights);
+        index.search("the median of a sample", Scorer::Rerank, Some(minilm()), 10);
+        let kept = index.minilm_cache();
+        assert_eq!(kept.len(), 2, "both chunks were embedded");
+        let expected: Vec<Vec<f32>> = (0..2)
+            .map(|c| {
+                let (_, text) = index.rerank_input(c);
+                minilm()
+                    .embed_limited(&[&text], rerank_tokens)
+                    .unwrap()
+                    .remove(0)
+            })
+            .collect();
+        let by_chunk: Vec<Vec<f32>> = (0..2)
+            .map(|c| {
+                let hash = index.chunks()[c].hash;
+                kept.iter().find(|(h, _)| *h == hash).unwrap().1.clone()
+            })
+            .collect();
+        for (got, want) in by_chunk.iter().zip(&expected) {
+            let diff = got
+                .iter()
+                .zip(want)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(diff < 1e-5, "vectors of the cut text: {diff}");
+        }
+        by_chunk
+    };
+    let apart = |v: &[Vec<f32>]| {
+        v[0].iter()
+            .zip(&v[1])
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max)
+    };
+    let cut = vectors(16);
+    assert!(
+        apart(&cut) < 1e-6,
+        "the same first 16 word pieces, the same vector"
+    );
+    let whole = vectors(256);
+    assert!(apart(&whole) > 1e-3, "the whole chunks differ");
+}
+
 /// The definition boost reads the names the chunker found in the syntax tree: a C function that
 /// returns a pointer to a struct defines its own name, not the struct's (a line rule read
 /// `static struct page *alloc_frozen_pages(` as defining `page`).

@@ -576,11 +576,12 @@ fn semantic_vs_trigram(bin: &Path) -> Result<(), String> {
         field("after_write_misses")
     );
     println!(
-        "{:<52} {:>12.1} (max {:.1}; chunks cached: {:.1})",
+        "{:<52} {:>12.1} (max {:.1}; chunks cached: {:.1}; kept, next server: {:.1})",
         "--rerank, cold chunk cache, p50 ms",
         field("rerank_cold_p50_ms"),
         field("rerank_cold_max_ms"),
-        field("rerank_cached_p50_ms")
+        field("rerank_cached_p50_ms"),
+        field("rerank_kept_p50_ms")
     );
     println!("raw: {}", probe.trim());
     Ok(())

@@ -22,7 +22,9 @@ use index_contract::{
 };
 use index_guard::Scope;
 use search_profile::{PathFilter, RootDir};
-use semantic_index::{HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, StoreHit, rank::Weights};
+use semantic_index::{
+    HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, StoreHit, VectorLog, rank::Weights,
+};
 
 /// The environment variable naming the model directory when `--model-dir` is not given.
 pub(crate) const MODEL_DIR_ENV: &str = "REPO_SEARCH_MODEL_DIR";
@@ -83,11 +85,18 @@ pub(crate) struct SemanticEngine {
 struct Reranker {
     minilm: MiniLm,
     cache: Mutex<HashMap<[u8; HASH_BYTES], Vec<f32>>>,
+    /// The vectors kept for the next process (`<index-dir>/semantic-rerank.vectors`): read into
+    /// `cache` when the re-rank starts, appended to as chunks are embedded.
+    log: VectorLog,
 }
 
 /// Chunk vectors a re-ranking process keeps (384 f32 each: about 30 MB), emptied when full
 /// (one in unit tests, so that they empty it).
 const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 20_000 };
+
+/// Chunk vectors the kept file holds (about 31 MB, read in milliseconds when a re-ranking process
+/// starts); an append past it starts the file over.
+const RERANK_LOG_VECTORS: usize = 20_000;
 
 impl Reranker {
     /// Re-scores and re-orders the head of `hits` (best first). `false`, with `hits` untouched,
@@ -158,6 +167,13 @@ impl Reranker {
                 *vector = new.get(&hit.chunk_hash).cloned();
             }
         }
+        if !new.is_empty() {
+            let kept: Vec<([u8; HASH_BYTES], Vec<f32>)> =
+                new.iter().map(|(h, v)| (*h, v.clone())).collect();
+            // A cache: a log that cannot be written (a full disk, a read-only index directory)
+            // costs the next process these vectors, never this answer.
+            let _ = self.log.append(&kept);
+        }
         {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if cache.len() + new.len() > RERANK_CACHE_VECTORS {
@@ -209,9 +225,19 @@ impl SemanticEngine {
     /// `model.safetensors`, `config.json` and `tokenizer.json`, which `cargo xtask tools`
     /// installs beside the static model). An error when MiniLM cannot be loaded.
     pub(crate) fn with_rerank(mut self, model_dir: &Path) -> Result<Self, semantic_index::Error> {
+        let minilm = MiniLm::load(model_dir)?;
+        let log = VectorLog::new(
+            &self.dir.with_file_name("semantic-rerank.vectors"),
+            semantic_index::rank::rerank_key(&minilm, &self.weights),
+            minilm.dim(),
+            RERANK_LOG_VECTORS,
+        );
+        // At most RERANK_LOG_VECTORS, so the cache's bound holds until its next insert.
+        let cache: HashMap<[u8; HASH_BYTES], Vec<f32>> = log.read();
         self.reranker = Some(Reranker {
-            minilm: MiniLm::load(model_dir)?,
-            cache: Mutex::new(HashMap::new()),
+            minilm,
+            cache: Mutex::new(cache),
+            log,
         });
         Ok(self)
     }
@@ -678,12 +704,69 @@ mod tests {
         assert_eq!(reranked[0].0, "src/net.py");
         assert_ne!(reranked, hybrid, "the re-rank changed no score");
         // The file changes on disk; the index has not looked yet, so the store still answers.
+        // The vectors kept for the next process are dropped, so that the chunk is not cached.
         write(
             repo.path(),
             "src/net.py",
             "def open_socket(host):\n    \"\"\"Dial the server.\"\"\"\n",
         );
+        std::fs::remove_file(store.path().join("semantic-rerank.vectors")).unwrap();
         assert_eq!(ask(open(true)).await, hybrid);
+    }
+
+    /// A re-ranking process keeps the chunk vectors it computed in the index directory, and the
+    /// next one starts with them: the same answer, nothing embedded again. A damaged record
+    /// costs only its vector, computed again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_process_reranks_with_the_vectors_an_earlier_one_kept() {
+        let (repo, store) = two_functions();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let open = || {
+            let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+            Arc::new(engine.with_rerank(&model_dir()).unwrap())
+        };
+        let query = "open a socket to the server and sort the numbers";
+        let first_engine = open();
+        first_engine.catch_up(&index, None).unwrap();
+        let first = ready_hits(&index, first_engine, query).await;
+        assert_eq!(first.len(), 2, "both files in the head: {first:?}");
+        let plain = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+        assert_ne!(
+            ready_hits(&index, plain, query).await,
+            first,
+            "the re-rank changed nothing"
+        );
+        let kept = store.path().join("semantic-rerank.vectors");
+        let size = std::fs::metadata(&kept).unwrap().len();
+        assert!(size > 2 * 384 * 4, "two vectors kept: {size} bytes");
+        // A new process, and a head file changed on disk (the index has not looked yet): the
+        // kept vector of the chunk the store holds is used, so the file is not read again and
+        // the answer is the first one, not the hybrid ranking.
+        let original = std::fs::read_to_string(repo.path().join("src/net.py")).unwrap();
+        write(
+            repo.path(),
+            "src/net.py",
+            "def open_socket(host):\n    pass\n",
+        );
+        let second = ready_hits(&index, open(), query).await;
+        assert_eq!(second, first);
+        write(repo.path(), "src/net.py", &original);
+        assert_eq!(
+            std::fs::metadata(&kept).unwrap().len(),
+            size,
+            "nothing embedded again"
+        );
+        // A flipped byte in the first record: that vector is computed again and kept again.
+        let mut bytes = std::fs::read(&kept).unwrap();
+        bytes[size as usize - 10] ^= 1;
+        std::fs::write(&kept, &bytes).unwrap();
+        let third = ready_hits(&index, open(), query).await;
+        assert_eq!(third, first);
+        assert!(
+            std::fs::metadata(&kept).unwrap().len() > size,
+            "the lost vector was kept again"
+        );
     }
 
     /// The host re-ranks by the evaluation's rule: MiniLM reads a chunk under its file's path,

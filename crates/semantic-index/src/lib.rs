@@ -14,6 +14,8 @@
 //!   the static vectors, definition and file-name boosts, one result per file, then MiniLM
 //!   re-ranks the first candidates, caching chunk vectors by content hash.
 //!
+//! - **[`VectorLog`]**: the re-rank's MiniLM chunk vectors, kept in a file for the next process.
+//!
 //! Every weight is a documented constant in [`rank`]; docs/semantic.md has the evaluation.
 //! Nothing here downloads anything: the model comes from `cargo xtask tools`.
 
@@ -27,6 +29,7 @@ mod segment;
 mod statics;
 mod store;
 mod text;
+mod vector_log;
 
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file, searched_text};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
@@ -38,6 +41,7 @@ pub use store::{
     SourceFile, Store, StoreError, StoreHit, model_id, version_of,
 };
 pub use text::{for_embedding, identifier_words, sub_tokens};
+pub use vector_log::{ChunkHash, VectorLog};
 
 /// Why a model could not be loaded, built or stored.
 #[derive(Debug, thiserror::Error)]

@@ -33,6 +33,7 @@ pub struct MiniLm {
     layers: Vec<Layer>,
     heads: usize,
     threads: usize,
+    fingerprint: [u8; 32],
 }
 
 struct Linear {
@@ -99,6 +100,19 @@ impl MiniLm {
         let layers = field("num_hidden_layers")?;
         let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32;
         let mut tensors = Tensors::read(&dir.join("model.safetensors"))?;
+        let max_len = max_seq_length(dir)?;
+        // What a vector depends on, cheaply: the weights by length and CRC-32 (sha256 of 90 MB
+        // would add about 0.3 s to every load), the configuration and the tokenizer whole.
+        let fingerprint: [u8; 32] = {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            h.update(tensors.crc.to_le_bytes());
+            h.update((tensors.len as u64).to_le_bytes());
+            h.update((max_len as u64).to_le_bytes());
+            h.update(read(&dir.join("config.json"))?);
+            h.update(read(&dir.join("tokenizer.json"))?);
+            h.finalize().into()
+        };
         let norm = |t: &mut Tensors, prefix: &str| -> Result<LayerNorm, Error> {
             Ok(LayerNorm {
                 gamma: t.vector(&format!("{prefix}.weight"))?,
@@ -129,7 +143,7 @@ impl MiniLm {
         }
         let token_types = tensors.matrix("embeddings.token_type_embeddings.weight")?;
         let model = Self {
-            tokenizer: load_tokenizer(dir, Some(max_seq_length(dir)?))?,
+            tokenizer: load_tokenizer(dir, Some(max_len))?,
             word: tensors.matrix("embeddings.word_embeddings.weight")?,
             position: tensors.matrix("embeddings.position_embeddings.weight")?,
             token_type: token_types.row(0).to_owned(),
@@ -137,6 +151,7 @@ impl MiniLm {
             layers: built,
             heads,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            fingerprint,
         };
         if heads == 0 || !model.word.ncols().is_multiple_of(heads) {
             return Err(Error::Config(
@@ -149,6 +164,13 @@ impl MiniLm {
     /// The width of the embeddings.
     pub fn dim(&self) -> usize {
         self.word.ncols()
+    }
+
+    /// What this model's vectors depend on: its weights (by length and CRC-32), `config.json`,
+    /// `tokenizer.json` and the input length. Vectors kept under another fingerprint are another
+    /// model's.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
     }
 
     /// The vocabulary size.
@@ -399,6 +421,9 @@ pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Error> {
 /// The F32 tensors of a safetensors file, taken out one by one.
 struct Tensors {
     path: PathBuf,
+    /// The file's CRC-32 and length.
+    crc: u32,
+    len: usize,
     by_name: HashMap<String, (Vec<usize>, Vec<f32>)>,
 }
 
@@ -447,6 +472,8 @@ impl Tensors {
         }
         Ok(Self {
             path: path.to_path_buf(),
+            crc: crc32fast::hash(&bytes),
+            len: bytes.len(),
             by_name,
         })
     }

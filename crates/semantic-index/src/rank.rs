@@ -385,6 +385,22 @@ impl<'m> SemanticIndex<'m> {
     }
 }
 
+/// The version of [`rerank_text`]'s rule, which a re-rank vector depends on beyond the model, the
+/// chunk's hash and [`Weights::rerank_tokens`]: a change of the rule must change it.
+const RERANK_TEXT_VERSION: u64 = 1;
+
+/// What a re-rank's chunk vector depends on besides the chunk's hash: the model
+/// ([`MiniLm::fingerprint`]), [`Weights::rerank_tokens`] and the version of [`rerank_text`].
+/// Vectors kept across processes are kept under it ([`crate::VectorLog`]).
+pub fn rerank_key(minilm: &MiniLm, weights: &Weights) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(minilm.fingerprint());
+    h.update((weights.rerank_tokens as u64).to_le_bytes());
+    h.update(RERANK_TEXT_VERSION.to_le_bytes());
+    h.finalize().into()
+}
+
 /// The text MiniLM reads of a chunk when it re-ranks: its [`searched_text`] (path, then chunk),
 /// identifiers cut into words ([`for_embedding`]), of which MiniLM reads the first
 /// [`Weights::rerank_tokens`] word pieces.

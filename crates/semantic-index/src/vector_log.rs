@@ -1,0 +1,263 @@
+//! MiniLM chunk vectors kept across processes: an append-only file of checksummed records, keyed
+//! by the model and the settings that made them.
+//!
+//! A re-rank embeds the head's chunks that no earlier call embedded. In one process the host keeps
+//! them in memory; this file lets the next process (a CLI call, a restarted server) start with
+//! them. It is a cache: whatever is wrong with the file (another model's key, a torn record from
+//! a writer that was killed, a flipped byte) loses only the vectors it touches, which are then
+//! computed again.
+//!
+//! Layout: an 8-byte magic and the 32-byte key, then records of a 4-byte marker, the chunk hash
+//! ([`HASH_BYTES`]), `dim` little-endian f32 and a CRC-32 of the hash and the floats. Writers
+//! append whole records under an OS lock on the file and first cut a torn tail away, so records
+//! stay at fixed offsets. Readers take no lock: a record being written fails its checksum and is
+//! skipped.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::segment::HASH_BYTES;
+
+const MAGIC: &[u8; 8] = b"RSVECLOG";
+const MARKER: &[u8; 4] = b"VEC1";
+const HEADER: usize = MAGIC.len() + 32;
+
+/// A chunk's content hash as the store keeps it.
+pub type ChunkHash = [u8; HASH_BYTES];
+
+/// An append-only file of MiniLM chunk vectors kept across processes: a key (the model and the
+/// settings that made them), then checksummed records. Whatever is wrong with the file loses
+/// only the vectors it touches, which are then computed again.
+#[derive(Debug)]
+pub struct VectorLog {
+    path: PathBuf,
+    key: [u8; 32],
+    dim: usize,
+    limit: usize,
+}
+
+impl VectorLog {
+    /// The log at `path` for vectors of `dim` floats made under `key` (the model and settings),
+    /// holding at most `limit` records: an append that would pass it starts the file over.
+    /// Nothing is read or created until [`VectorLog::read`] or [`VectorLog::append`].
+    pub fn new(path: &Path, key: [u8; 32], dim: usize, limit: usize) -> Self {
+        Self {
+            path: path.to_owned(),
+            key,
+            dim,
+            limit: limit.max(1),
+        }
+    }
+
+    fn record_len(&self) -> usize {
+        MARKER.len() + HASH_BYTES + 4 * self.dim + 4
+    }
+
+    /// Every whole, intact record of this key, later records winning. Empty when the file is
+    /// missing, is not a regular file (a symlink is never followed), or holds another key.
+    pub fn read(&self) -> HashMap<ChunkHash, Vec<f32>> {
+        let mut out = HashMap::new();
+        let Ok(mut file) = open_regular(&self.path, false) else {
+            return out;
+        };
+        let mut bytes = Vec::new();
+        if file.read_to_end(&mut bytes).is_err() || !self.header_matches(&bytes) {
+            return out;
+        }
+        for record in bytes[HEADER..].chunks_exact(self.record_len()) {
+            if let Some((hash, vector)) = self.parse(record) {
+                out.insert(hash, vector);
+            }
+        }
+        out
+    }
+
+    fn header_matches(&self, bytes: &[u8]) -> bool {
+        bytes.len() >= HEADER
+            && &bytes[..MAGIC.len()] == MAGIC
+            && bytes[MAGIC.len()..HEADER] == self.key
+    }
+
+    fn parse(&self, record: &[u8]) -> Option<(ChunkHash, Vec<f32>)> {
+        let (marker, rest) = record.split_at(MARKER.len());
+        let (body, crc) = rest.split_at(rest.len() - 4);
+        if marker != MARKER || crc32fast::hash(body).to_le_bytes() != crc {
+            return None;
+        }
+        let (hash, floats) = body.split_at(HASH_BYTES);
+        let vector = floats
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Some((hash.try_into().ok()?, vector))
+    }
+
+    /// Appends `entries` (vectors of another width are skipped) under the file's lock, creating
+    /// the file, or starting it over when it holds another key or would pass the limit. A torn
+    /// record at the end, left by a writer that was killed, is cut away first. When another
+    /// writer holds the lock, nothing is written and `Ok` is returned: it is a cache.
+    pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<()> {
+        let entries: Vec<&(ChunkHash, Vec<f32>)> = entries
+            .iter()
+            .filter(|(_, v)| v.len() == self.dim)
+            .collect();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut file = open_regular(&self.path, true)?;
+        // Another writer holds the file for the milliseconds of its append, or is stuck: these
+        // vectors are not kept, and no search waits for a cache.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let len = file.metadata()?.len() as usize;
+        let mut header = vec![0u8; HEADER.min(len)];
+        file.seek(SeekFrom::Start(0))?;
+        file.read_exact(&mut header)?;
+        let whole = len.saturating_sub(HEADER) / self.record_len();
+        if !self.header_matches(&header) || whole + entries.len() > self.limit {
+            file.set_len(0)?;
+            file.seek(SeekFrom::Start(0))?;
+            let mut fresh = MAGIC.to_vec();
+            fresh.extend_from_slice(&self.key);
+            file.write_all(&fresh)?;
+        } else {
+            let end = (HEADER + whole * self.record_len()) as u64;
+            file.set_len(end)?;
+            file.seek(SeekFrom::Start(end))?;
+        }
+        let mut out = Vec::with_capacity(entries.len() * self.record_len());
+        for (hash, vector) in entries.iter().take(self.limit) {
+            let start = out.len() + MARKER.len();
+            out.extend_from_slice(MARKER);
+            out.extend_from_slice(hash);
+            for x in vector {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+            let crc = crc32fast::hash(&out[start..]);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        // One write of whole records: a reader sees each record whole or fails its checksum.
+        file.write_all(&out)?;
+        file.unlock()
+    }
+}
+
+/// Opens a regular file without following a symlink (never blocking on a FIFO); a missing file
+/// is created only when `write`.
+fn open_regular(path: &Path, write: bool) -> std::io::Result<File> {
+    if !write && !std::fs::symlink_metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    search_profile::open_or_create_regular(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seed: u8, dim: usize) -> (ChunkHash, Vec<f32>) {
+        (
+            [seed; HASH_BYTES],
+            (0..dim).map(|i| f32::from(seed) + i as f32).collect(),
+        )
+    }
+
+    fn log(dir: &Path, key: u8, limit: usize) -> VectorLog {
+        VectorLog::new(&dir.join("vectors"), [key; 32], 3, limit)
+    }
+
+    #[test]
+    fn appended_vectors_are_read_back_and_another_key_reads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = log(dir.path(), 1, 100);
+        assert!(a.read().is_empty(), "no file yet");
+        a.append(&[entry(1, 3), entry(2, 3), entry(9, 4)]).unwrap();
+        a.append(&[entry(3, 3)]).unwrap();
+        let read = a.read();
+        assert_eq!(read.len(), 3, "the 4-wide vector was skipped");
+        assert_eq!(read[&[2; HASH_BYTES]], entry(2, 3).1);
+        let b = log(dir.path(), 2, 100);
+        assert!(b.read().is_empty(), "another key");
+        b.append(&[entry(4, 3)]).unwrap();
+        assert_eq!(b.read().len(), 1, "the other key's file was started over");
+        assert!(a.read().is_empty());
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_away_and_a_flipped_byte_loses_one_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = log(dir.path(), 1, 100);
+        a.append(&[entry(1, 3), entry(2, 3)]).unwrap();
+        let path = dir.path().join("vectors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        // A writer killed halfway through its record.
+        bytes.extend_from_within(HEADER..HEADER + 7);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(a.read().len(), 2);
+        a.append(&[entry(3, 3)]).unwrap();
+        assert_eq!(a.read().len(), 3, "the record after the torn tail is read");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER + MARKER.len() + HASH_BYTES + 1] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let read = a.read();
+        assert_eq!(read.len(), 2, "the changed record is skipped");
+        assert!(!read.contains_key(&[1; HASH_BYTES]));
+    }
+
+    #[test]
+    fn a_full_log_starts_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = log(dir.path(), 1, 2);
+        a.append(&[entry(1, 3), entry(2, 3)]).unwrap();
+        a.append(&[entry(3, 3)]).unwrap();
+        let read = a.read();
+        assert_eq!(read.len(), 1);
+        assert!(read.contains_key(&[3; HASH_BYTES]));
+    }
+
+    #[test]
+    fn parallel_writers_never_tear_or_drop_a_kept_record() {
+        let dir = tempfile::tempdir().unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..4u8 {
+                let dir = dir.path();
+                scope.spawn(move || {
+                    let a = log(dir, 1, 1000);
+                    for i in 0..25u8 {
+                        let e = entry(t * 25 + i, 3);
+                        // A busy lock skips the append; the writer tries again until it is kept.
+                        while !a.read().contains_key(&e.0) {
+                            a.append(std::slice::from_ref(&e)).unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(log(dir.path(), 1, 1000).read().len(), 100);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_log_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        log(dir.path(), 1, 10).append(&[entry(1, 3)]).unwrap();
+        std::fs::rename(dir.path().join("vectors"), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("vectors")).unwrap();
+        let a = log(dir.path(), 1, 10);
+        assert!(a.read().is_empty(), "read through a symlink");
+        assert!(
+            a.append(&[entry(2, 3)]).is_err(),
+            "written through a symlink"
+        );
+        assert_eq!(
+            std::fs::read(&elsewhere).unwrap().len(),
+            HEADER + a.record_len()
+        );
+    }
+}

@@ -543,6 +543,12 @@ mod tests {
     }
 
     /// A worktree of two documented Python functions, and an index directory for it.
+    /// A host's semantic engine over the index directory `store`, re-ranking with MiniLM.
+    fn reranking_engine(store: &Path) -> Arc<SemanticEngine> {
+        let engine = SemanticEngine::open(&model_dir(), store).unwrap();
+        Arc::new(engine.with_rerank(&model_dir()).unwrap())
+    }
+
     fn two_functions() -> (tempfile::TempDir, tempfile::TempDir) {
         let repo = tempfile::tempdir().unwrap();
         write(
@@ -722,10 +728,7 @@ mod tests {
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
-        let open = || {
-            let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
-            Arc::new(engine.with_rerank(&model_dir()).unwrap())
-        };
+        let open = || reranking_engine(store.path());
         let query = "open a socket to the server and sort the numbers";
         let first_engine = open();
         first_engine.catch_up(&index, None).unwrap();
@@ -797,10 +800,7 @@ mod tests {
         let (repo, store) = two_functions();
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
-        let open = || {
-            let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
-            Arc::new(engine.with_rerank(&model_dir()).unwrap())
-        };
+        let open = || reranking_engine(store.path());
         // A query for both functions, so that both are in the answer whichever static model
         // (tuned or not) ranks them.
         let query = "open a socket to the server and sort the numbers";

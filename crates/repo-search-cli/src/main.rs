@@ -81,9 +81,10 @@ struct Location {
     /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
     #[arg(long)]
     model_dir: Option<PathBuf>,
-    /// Re-rank the first 30 `semantic` hits with MiniLM: a better ranking (stdlib MRR@10 0.428
-    /// against 0.360), for 0.25 to 2 s more a query until the hits' chunks are cached. Needs
-    /// MiniLM beside the static model.
+    /// Re-rank the first 30 `semantic` hits with MiniLM: a better ranking (stdlib MRR@10 0.446
+    /// against 0.365), for about 0.6 s more a query on Linux until the hits' chunks are cached
+    /// (their vectors are kept in the index directory for the next process). Needs MiniLM beside
+    /// the static model.
     #[arg(long)]
     rerank: bool,
 }

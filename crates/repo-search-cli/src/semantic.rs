@@ -542,13 +542,13 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
-    /// A worktree of two documented Python functions, and an index directory for it.
     /// A host's semantic engine over the index directory `store`, re-ranking with MiniLM.
     fn reranking_engine(store: &Path) -> Arc<SemanticEngine> {
         let engine = SemanticEngine::open(&model_dir(), store).unwrap();
         Arc::new(engine.with_rerank(&model_dir()).unwrap())
     }
 
+    /// A worktree of two documented Python functions, and an index directory for it.
     fn two_functions() -> (tempfile::TempDir, tempfile::TempDir) {
         let repo = tempfile::tempdir().unwrap();
         write(
@@ -760,15 +760,18 @@ mod tests {
             size,
             "nothing embedded again"
         );
-        // A flipped byte in the first record: that vector is computed again and kept again.
+        // A flipped byte in the last record: that vector alone is computed again and kept again.
         let mut bytes = std::fs::read(&kept).unwrap();
         bytes[size as usize - 10] ^= 1;
         std::fs::write(&kept, &bytes).unwrap();
         let third = ready_hits(&index, open(), query).await;
         assert_eq!(third, first);
-        assert!(
-            std::fs::metadata(&kept).unwrap().len() > size,
-            "the lost vector was kept again"
+        // A record: a marker, the chunk hash, 384 f32 and a CRC-32.
+        let record = 4 + HASH_BYTES as u64 + 4 * 384 + 4;
+        assert_eq!(
+            std::fs::metadata(&kept).unwrap().len(),
+            size + record,
+            "only the lost vector was kept again"
         );
     }
 

@@ -286,12 +286,26 @@ impl RootDir {
     }
 }
 
+/// Opens `path` for reading only, without following a symlink in its last component and without
+/// blocking on a FIFO; never creates it. The file must be regular. For caches a reader must not
+/// be misled into, nor create.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    open_regular_with(options, path)
+}
+
 /// Opens `path` for reading and writing, creating it if missing, without following a symlink in its
 /// last component and without blocking: a FIFO or a link planted in its place fails instead of
 /// hanging the caller or writing elsewhere. The file must be regular. For lock files and the like.
 pub fn open_or_create_regular(path: &Path) -> io::Result<File> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true).write(true).create(true).truncate(false);
+    open_regular_with(options, path)
+}
+
+/// Opens `path` with `options`, no symlink followed and no FIFO waited on; regular files only.
+fn open_regular_with(mut options: std::fs::OpenOptions, path: &Path) -> io::Result<File> {
     #[cfg(unix)]
     {
         use rustix::fs::OFlags;

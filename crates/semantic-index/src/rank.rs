@@ -385,8 +385,9 @@ impl<'m> SemanticIndex<'m> {
     }
 }
 
-/// The version of [`rerank_text`]'s rule, which a re-rank vector depends on beyond the model, the
-/// chunk's hash and [`Weights::rerank_tokens`]: a change of the rule must change it.
+/// The version of how a re-rank vector is made beyond the model's files, the chunk's hash and
+/// [`Weights::rerank_tokens`]: [`rerank_text`]'s rule, [`MiniLm::tokenize`]'s cut, the forward
+/// pass and the pooling. A change to any of them must change it.
 const RERANK_TEXT_VERSION: u64 = 1;
 
 /// What a re-rank's chunk vector depends on besides the chunk's hash: the model

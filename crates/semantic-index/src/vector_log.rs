@@ -8,7 +8,7 @@
 //! computed again.
 //!
 //! Layout: an 8-byte magic and the 32-byte key, then records of a 4-byte marker, the chunk hash
-//! ([`HASH_BYTES`]), `dim` little-endian f32 and a CRC-32 of the hash and the floats. Writers
+//! ([`HASH_BYTES`]), `dim` little-endian f32 and a CRC-32 of the key, the hash and the floats. Writers
 //! append whole records under an OS lock on the file and first cut a torn tail away, so records
 //! stay at fixed offsets. Readers take no lock: a record being written fails its checksum and is
 //! skipped.
@@ -51,6 +51,15 @@ impl VectorLog {
         }
     }
 
+    /// A record's CRC-32 covers the key too: a reader that read one key's header and, while
+    /// another key's writer started the file over, that writer's records, rejects them.
+    fn checksum(&self, body: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&self.key);
+        h.update(body);
+        h.finalize()
+    }
+
     fn record_len(&self) -> usize {
         MARKER.len() + HASH_BYTES + 4 * self.dim + 4
     }
@@ -59,11 +68,14 @@ impl VectorLog {
     /// missing, is not a regular file (a symlink is never followed), or holds another key.
     pub fn read(&self) -> HashMap<ChunkHash, Vec<f32>> {
         let mut out = HashMap::new();
-        let Ok(mut file) = open_regular(&self.path, false) else {
+        let Ok(file) = open_regular(&self.path, false) else {
             return out;
         };
+        // No more than the limit's records: a file another build grew, or garbage, costs no
+        // more memory than a full log.
+        let most = (HEADER + self.limit * self.record_len()) as u64;
         let mut bytes = Vec::new();
-        if file.read_to_end(&mut bytes).is_err() || !self.header_matches(&bytes) {
+        if file.take(most).read_to_end(&mut bytes).is_err() || !self.header_matches(&bytes) {
             return out;
         }
         for record in bytes[HEADER..].chunks_exact(self.record_len()) {
@@ -83,7 +95,7 @@ impl VectorLog {
     fn parse(&self, record: &[u8]) -> Option<(ChunkHash, Vec<f32>)> {
         let (marker, rest) = record.split_at(MARKER.len());
         let (body, crc) = rest.split_at(rest.len() - 4);
-        if marker != MARKER || crc32fast::hash(body).to_le_bytes() != crc {
+        if marker != MARKER || self.checksum(body).to_le_bytes() != crc {
             return None;
         }
         let (hash, floats) = body.split_at(HASH_BYTES);
@@ -138,7 +150,7 @@ impl VectorLog {
             for x in vector {
                 out.extend_from_slice(&x.to_le_bytes());
             }
-            let crc = crc32fast::hash(&out[start..]);
+            let crc = self.checksum(&out[start..]);
             out.extend_from_slice(&crc.to_le_bytes());
         }
         // One write of whole records: a reader sees each record whole or fails its checksum.
@@ -147,13 +159,14 @@ impl VectorLog {
     }
 }
 
-/// Opens a regular file without following a symlink (never blocking on a FIFO); a missing file
-/// is created only when `write`.
+/// Opens a regular file without following a symlink (never blocking on a FIFO): read-only and
+/// never created, or for writing and created when missing.
 fn open_regular(path: &Path, write: bool) -> std::io::Result<File> {
-    if !write && !std::fs::symlink_metadata(path)?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+    if write {
+        search_profile::open_or_create_regular(path)
+    } else {
+        search_profile::open_regular(path)
     }
-    search_profile::open_or_create_regular(path)
 }
 
 #[cfg(test)]
@@ -207,6 +220,27 @@ mod tests {
         let read = a.read();
         assert_eq!(read.len(), 2, "the changed record is skipped");
         assert!(!read.contains_key(&[1; HASH_BYTES]));
+    }
+
+    #[test]
+    fn records_under_another_keys_header_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        log(dir.path(), 2, 100).append(&[entry(1, 3)]).unwrap();
+        // As a reader that read key 1's header, then key 2's records, would see it.
+        let path = dir.path().join("vectors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[MAGIC.len()..HEADER].copy_from_slice(&[1; 32]);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(log(dir.path(), 1, 100).read().is_empty());
+    }
+
+    #[test]
+    fn a_read_takes_no_more_than_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        log(dir.path(), 1, 100)
+            .append(&[entry(1, 3), entry(2, 3), entry(3, 3)])
+            .unwrap();
+        assert_eq!(log(dir.path(), 1, 2).read().len(), 2);
     }
 
     #[test]

@@ -1,14 +1,26 @@
 //! `semantic-index`: builds the static model and runs the evaluation (`cargo xtask model static`
 //! and `cargo xtask eval semantic` call it).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use semantic_index::rank::Weights;
 use semantic_index::{
-    Document, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel, TUNED_FILE, TuneSettings,
+    ChunkHash, Document, HASH_BYTES, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel,
+    TUNED_FILE, TuneSettings, VectorLog,
 };
+
+/// The most vectors the evaluation keeps (each corpus has about 11 000 chunks).
+const KEPT_VECTORS: usize = 100_000;
+
+/// A chunk hash as the kept-vector file names it: its first [`HASH_BYTES`] bytes, as the store.
+fn short_hash(hash: &[u8; 32]) -> ChunkHash {
+    let mut short = [0u8; HASH_BYTES];
+    short.copy_from_slice(&hash[..HASH_BYTES]);
+    short
+}
 
 const HELP: &str = "\
 semantic-index <command> --model-dir DIR
@@ -189,99 +201,6 @@ fn read_pairs(path: &std::path::Path) -> Result<Vec<(String, String)>, String> {
         .collect())
 }
 
-/// MiniLM chunk vectors kept in a file between evaluation runs: the sha256 of the model's weights
-/// and of the settings that change a vector (the key: the truncation lengths), records of a chunk hash and `dim` f32, and
-/// the sha256 of everything before it. A file of another key, size or checksum is set aside with
-/// a warning and every vector is computed again: it is a cache, and nothing is lost.
-struct KeptVectors {
-    path: PathBuf,
-    key: [u8; 32],
-    dim: usize,
-    entries: Vec<([u8; 32], Vec<f32>)>,
-}
-
-impl KeptVectors {
-    fn open(
-        path: &std::path::Path,
-        weights: &std::path::Path,
-        dim: usize,
-        rerank_tokens: usize,
-    ) -> Result<Self, String> {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(std::fs::read(weights).map_err(|e| format!("{}: {e}", weights.display()))?);
-        // The truncation length changes long chunks' vectors.
-        let config = weights.with_file_name("sentence_bert_config.json");
-        hasher.update(std::fs::read(&config).unwrap_or_default());
-        // So does the re-rank's own cut.
-        hasher.update((rerank_tokens as u64).to_le_bytes());
-        let key: [u8; 32] = hasher.finalize().into();
-        let mut entries = Vec::new();
-        let record = 32 + 4 * dim;
-        match std::fs::read(path) {
-            Ok(bytes) => {
-                let whole = bytes.len() >= 64
-                    && (bytes.len() - 64) % record == 0
-                    && Sha256::digest(&bytes[..bytes.len() - 32])[..] == bytes[bytes.len() - 32..];
-                if !whole || bytes[..32] != key {
-                    eprintln!(
-                        "{}: not kept vectors of this model (another key, size or checksum); \
-                         every vector is computed again",
-                        path.display()
-                    );
-                } else {
-                    for r in bytes[32..bytes.len() - 32].chunks_exact(record) {
-                        let (hash, floats) = r.split_at(32);
-                        let mut h = [0u8; 32];
-                        h.copy_from_slice(hash);
-                        let vector = floats
-                            .chunks_exact(4)
-                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                            .collect();
-                        entries.push((h, vector));
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        }
-        Ok(Self {
-            path: path.to_owned(),
-            key,
-            dim,
-            entries,
-        })
-    }
-
-    /// Writes the index's MiniLM vectors (those read, and those computed since) to the file.
-    fn save(self, index: &SemanticIndex<'_>) {
-        use sha2::{Digest, Sha256};
-        let entries = index.minilm_cache();
-        if entries.len() == self.entries.len() {
-            return;
-        }
-        let mut bytes = self.key.to_vec();
-        // A vector MiniLM failed to compute is empty: it is not kept.
-        for (hash, vector) in entries.iter().filter(|(_, v)| v.len() == self.dim) {
-            bytes.extend_from_slice(hash);
-            vector
-                .iter()
-                .for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
-        }
-        let checksum = Sha256::digest(&bytes);
-        bytes.extend_from_slice(&checksum);
-        let tmp = self.path.with_extension("tmp");
-        match std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &self.path)) {
-            Ok(()) => eprintln!(
-                "{} MiniLM chunk vectors kept in {}",
-                entries.len(),
-                self.path.display()
-            ),
-            Err(e) => eprintln!("{}: {e}", self.path.display()),
-        }
-    }
-}
-
 struct Query {
     doc: usize,
     query: String,
@@ -360,30 +279,34 @@ fn eval(
     }
     let t = Instant::now();
     let mut index = SemanticIndex::build_with(&statics, docs, weights);
-    let cache = minilm_cache
-        .map(|path| {
-            KeptVectors::open(
-                path,
-                &dir.join("model.safetensors"),
-                minilm.dim(),
-                index.weights.rerank_tokens,
-            )
-        })
-        .transpose()?;
-    if let Some(kept) = &cache {
-        index.extend_minilm_cache(kept.entries.iter().cloned());
-        eprintln!(
-            "{} MiniLM chunk vectors read from {}",
-            kept.entries.len(),
-            kept.path.display()
+    if let Some(path) = minilm_cache {
+        // The host's kept-vector file, under the host's key: the chunk hash's first
+        // HASH_BYTES bytes name a vector there, the whole hash here.
+        let log = VectorLog::new(
+            path,
+            semantic_index::rank::rerank_key(&minilm, &index.weights),
+            minilm.dim(),
+            KEPT_VECTORS,
         );
-        // Every chunk's vector is computed up front, in large batches, so that no later run
-        // of the same corpus and model embeds a chunk again.
-        let known: std::collections::HashSet<[u8; 32]> =
-            kept.entries.iter().map(|(h, _)| *h).collect();
+        let full: HashMap<ChunkHash, [u8; 32]> = index
+            .chunks()
+            .iter()
+            .map(|c| (short_hash(&c.hash), c.hash))
+            .collect();
+        let kept = log.read();
+        index.extend_minilm_cache(
+            kept.into_iter()
+                .filter_map(|(h, v)| Some((*full.get(&h)?, v))),
+        );
+        let known = index.cached_vectors();
+        eprintln!("{known} MiniLM chunk vectors read from {}", path.display());
+        // Every chunk's vector is computed up front, in large batches, and kept, so that no
+        // later run of the same corpus and model embeds a chunk again.
+        let cached: std::collections::HashSet<[u8; 32]> =
+            index.minilm_cache().into_iter().map(|(h, _)| h).collect();
         let mut missing: Vec<([u8; 32], String)> = (0..index.chunks().len())
             .map(|c| index.rerank_input(c))
-            .filter(|(hash, _)| !known.contains(hash))
+            .filter(|(hash, _)| !cached.contains(hash))
             .collect();
         missing.sort_unstable();
         missing.dedup();
@@ -393,7 +316,15 @@ fn eval(
             let vectors = minilm
                 .embed_limited(&refs, index.weights.rerank_tokens)
                 .map_err(|e| e.to_string())?;
-            index.extend_minilm_cache(batch.iter().map(|(h, _)| *h).zip(vectors));
+            let computed: Vec<([u8; 32], Vec<f32>)> =
+                batch.iter().map(|(h, _)| *h).zip(vectors).collect();
+            let short: Vec<(ChunkHash, Vec<f32>)> = computed
+                .iter()
+                .map(|(h, v)| (short_hash(h), v.clone()))
+                .collect();
+            log.append(&short)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            index.extend_minilm_cache(computed);
         }
         eprintln!(
             "{} chunks embedded by MiniLM in {:.1} s",
@@ -401,119 +332,112 @@ fn eval(
             t.elapsed().as_secs_f64()
         );
     }
-    // The measurements run in a closure so that the kept vectors are written however it returns.
-    let outcome = (|| -> Result<(), String> {
-        println!(
-            "corpus: {} functions, {} chunks, indexed in {:.2} s; {} {reported} queries, {} dev queries",
-            index.documents().len(),
-            index.chunks().len(),
-            t.elapsed().as_secs_f64(),
-            test.len(),
-            dev.len()
-        );
-        if tune {
-            // A coarse grid on the dev queries only; the test queries never choose a weight.
-            let mut best = (0.0, Weights::default());
-            for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
-                let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
-                let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
-                println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
-            }
-            // Dividing by the best cosine always won (docs/semantic.md), and the file-name boost
-            // cannot be measured here: the grid is over the BM25/dense balance and the definition
-            // boost.
-            for bm25 in [0.2, 0.275, 0.35, 0.5] {
-                for definition in [0.1, 0.2, 0.3] {
-                    index.weights = Weights {
-                        bm25,
-                        dense: 1.0 - bm25,
-                        definition,
-                        ..Weights::default()
-                    };
-                    let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
-                    let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
-                    let r30 = measure_at(&index, &dev, true, 30);
-                    println!(
-                        "dev hybrid bm25 {bm25} definition {definition}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
-                    );
-                    if m + h > best.0 {
-                        best = (m + h, index.weights);
-                    }
+    println!(
+        "corpus: {} functions, {} chunks, indexed in {:.2} s; {} {reported} queries, {} dev queries",
+        index.documents().len(),
+        index.chunks().len(),
+        t.elapsed().as_secs_f64(),
+        test.len(),
+        dev.len()
+    );
+    if tune {
+        // A coarse grid on the dev queries only; the test queries never choose a weight.
+        let mut best = (0.0, Weights::default());
+        for (name, scorer) in [("BM25", Scorer::Bm25), ("dense", Scorer::Dense)] {
+            let (m, _) = measure(&index, &dev, scorer, None, false, usize::MAX);
+            let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
+            println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
+        }
+        // Dividing by the best cosine always won (docs/semantic.md), and the file-name boost
+        // cannot be measured here: the grid is over the BM25/dense balance and the definition
+        // boost.
+        for bm25 in [0.2, 0.275, 0.35, 0.5] {
+            for definition in [0.1, 0.2, 0.3] {
+                index.weights = Weights {
+                    bm25,
+                    dense: 1.0 - bm25,
+                    definition,
+                    ..Weights::default()
+                };
+                let (m, _) = measure(&index, &dev, Scorer::Hybrid, None, false, usize::MAX);
+                let (h, _) = measure(&index, &dev, Scorer::Hybrid, None, true, usize::MAX);
+                let r30 = measure_at(&index, &dev, true, 30);
+                println!(
+                    "dev hybrid bm25 {bm25} definition {definition}: MRR {m:.3} hard {h:.3} hard R@30 {r30:.3}"
+                );
+                if m + h > best.0 {
+                    best = (m + h, index.weights);
                 }
             }
-            index.weights = best.1;
-            println!("best on dev: {:?}", best.1);
-            if rerank_queries == 0 {
-                return Ok(());
-            }
-            // The first variant fills the chunk-vector cache; the others reuse it.
-            for (rerank, rerank_minmax, rerank_depth) in [
-                (0.7, false, 30),
-                (0.5, false, 30),
-                (0.9, false, 30),
-                (0.5, true, 30),
-                (0.7, true, 30),
-                (0.9, true, 30),
-                (0.7, false, 50),
-                (0.7, true, 50),
-            ] {
-                index.weights = Weights {
-                    rerank,
-                    rerank_minmax,
-                    rerank_depth,
-                    ..index.weights
-                };
-                let (m, _) = measure(
-                    &index,
-                    &dev,
-                    Scorer::Rerank,
-                    Some(&minilm),
-                    false,
-                    usize::MAX,
-                );
-                let (h, _) = measure(
-                    &index,
-                    &dev,
-                    Scorer::Rerank,
-                    Some(&minilm),
-                    true,
-                    usize::MAX,
-                );
-                println!(
-                    "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
-                );
-            }
+        }
+        index.weights = best.1;
+        println!("best on dev: {:?}", best.1);
+        if rerank_queries == 0 {
             return Ok(());
         }
-        println!("\n{reported} queries:\n");
-        println!("| ranking | queries | MRR@10 | R@10 | hard MRR@10 | hard R@10 | ms/query |");
-        println!("| --- | --- | --- | --- | --- | --- | --- |");
-        for (name, scorer, limit) in [
-            ("BM25 alone", Scorer::Bm25, usize::MAX),
-            ("static dense alone", Scorer::Dense, usize::MAX),
-            ("hybrid", Scorer::Hybrid, usize::MAX),
-            ("hybrid (re-rank subset)", Scorer::Hybrid, rerank_queries),
-            ("hybrid + MiniLM re-rank", Scorer::Rerank, rerank_queries),
+        // The first variant fills the chunk-vector cache; the others reuse it.
+        for (rerank, rerank_minmax, rerank_depth) in [
+            (0.7, false, 30),
+            (0.5, false, 30),
+            (0.9, false, 30),
+            (0.5, true, 30),
+            (0.7, true, 30),
+            (0.9, true, 30),
+            (0.7, false, 50),
+            (0.7, true, 50),
         ] {
-            // The hybrid row on the re-ranked subset is only worth a line when it is a subset.
-            if (name == "hybrid (re-rank subset)" && limit >= test.len()) || limit == 0 {
-                continue;
-            }
-            let t = Instant::now();
-            let (mrr, recall) = measure(&index, &test, scorer, Some(&minilm), false, limit);
-            let (hmrr, hrecall) = measure(&index, &test, scorer, Some(&minilm), true, limit);
-            let n = test.len().min(limit);
+            index.weights = Weights {
+                rerank,
+                rerank_minmax,
+                rerank_depth,
+                ..index.weights
+            };
+            let (m, _) = measure(
+                &index,
+                &dev,
+                Scorer::Rerank,
+                Some(&minilm),
+                false,
+                usize::MAX,
+            );
+            let (h, _) = measure(
+                &index,
+                &dev,
+                Scorer::Rerank,
+                Some(&minilm),
+                true,
+                usize::MAX,
+            );
             println!(
-                "| {name} | {n} | {mrr:.3} | {recall:.3} | {hmrr:.3} | {hrecall:.3} | {:.1} |",
-                t.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64
+                "dev rerank {rerank} minmax {rerank_minmax} depth {rerank_depth}: MRR {m:.3} hard {h:.3}"
             );
         }
-        Ok(())
-    })();
-    if let Some(kept) = cache {
-        kept.save(&index);
+        return Ok(());
     }
-    outcome
+    println!("\n{reported} queries:\n");
+    println!("| ranking | queries | MRR@10 | R@10 | hard MRR@10 | hard R@10 | ms/query |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (name, scorer, limit) in [
+        ("BM25 alone", Scorer::Bm25, usize::MAX),
+        ("static dense alone", Scorer::Dense, usize::MAX),
+        ("hybrid", Scorer::Hybrid, usize::MAX),
+        ("hybrid (re-rank subset)", Scorer::Hybrid, rerank_queries),
+        ("hybrid + MiniLM re-rank", Scorer::Rerank, rerank_queries),
+    ] {
+        // The hybrid row on the re-ranked subset is only worth a line when it is a subset.
+        if (name == "hybrid (re-rank subset)" && limit >= test.len()) || limit == 0 {
+            continue;
+        }
+        let t = Instant::now();
+        let (mrr, recall) = measure(&index, &test, scorer, Some(&minilm), false, limit);
+        let (hmrr, hrecall) = measure(&index, &test, scorer, Some(&minilm), true, limit);
+        let n = test.len().min(limit);
+        println!(
+            "| {name} | {n} | {mrr:.3} | {recall:.3} | {hmrr:.3} | {hrecall:.3} | {:.1} |",
+            t.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64
+        );
+    }
+    Ok(())
 }
 
 /// The hybrid ranking's recall at `depth`: how often the answer is among the candidates a

@@ -88,8 +88,10 @@ impl MiniLm {
     /// has one (256 for all-MiniLM-L6-v2, the length it was trained for and what
     /// sentence-transformers reads), else at the model's [`MAX_POSITIONS`].
     pub fn load(dir: &Path) -> Result<Self, Error> {
-        let config: serde_json::Value = serde_json::from_slice(&read(&dir.join("config.json"))?)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let config_bytes = read(&dir.join("config.json"))?;
+        let tokenizer_bytes = read(&dir.join("tokenizer.json"))?;
+        let config: serde_json::Value =
+            serde_json::from_slice(&config_bytes).map_err(|e| Error::Config(e.to_string()))?;
         let field = |name: &str| {
             config[name]
                 .as_u64()
@@ -109,8 +111,8 @@ impl MiniLm {
             h.update(tensors.crc.to_le_bytes());
             h.update((tensors.len as u64).to_le_bytes());
             h.update((max_len as u64).to_le_bytes());
-            h.update(read(&dir.join("config.json"))?);
-            h.update(read(&dir.join("tokenizer.json"))?);
+            h.update(&config_bytes);
+            h.update(&tokenizer_bytes);
             h.finalize().into()
         };
         let norm = |t: &mut Tensors, prefix: &str| -> Result<LayerNorm, Error> {
@@ -143,7 +145,7 @@ impl MiniLm {
         }
         let token_types = tensors.matrix("embeddings.token_type_embeddings.weight")?;
         let model = Self {
-            tokenizer: load_tokenizer(dir, Some(max_len))?,
+            tokenizer: tokenizer_from_bytes(tokenizer_bytes, Some(max_len))?,
             word: tensors.matrix("embeddings.word_embeddings.weight")?,
             position: tensors.matrix("embeddings.position_embeddings.weight")?,
             token_type: token_types.row(0).to_owned(),
@@ -365,9 +367,13 @@ fn max_seq_length(dir: &Path) -> Result<usize, Error> {
 
 /// Loads `tokenizer.json` with its padding off and truncation at `max_len` (none when `None`).
 pub(crate) fn load_tokenizer(dir: &Path, max_len: Option<usize>) -> Result<Tokenizer, Error> {
-    let path = dir.join("tokenizer.json");
+    tokenizer_from_bytes(read(&dir.join("tokenizer.json"))?, max_len)
+}
+
+/// [`load_tokenizer`] from the bytes of a `tokenizer.json`.
+fn tokenizer_from_bytes(bytes: Vec<u8>, max_len: Option<usize>) -> Result<Tokenizer, Error> {
     let mut tokenizer =
-        Tokenizer::from_bytes(read(&path)?).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer(e.to_string()))?;
     tokenizer.with_padding(None);
     let truncation = max_len.map(|max_length| TruncationParams {
         max_length,

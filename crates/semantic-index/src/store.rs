@@ -324,6 +324,22 @@ impl Store {
         matches!(read_manifest(&self.dir), Ok(Some(m)) if m == self.manifest)
     }
 
+    /// Every live file's path with the content hashes of its chunks, in chunk order: what a
+    /// pass that computes something for every chunk (the re-rank's kept vectors) reads.
+    pub fn live_chunk_hashes(&self) -> Vec<(String, Vec<[u8; HASH_BYTES]>)> {
+        self.live_files()
+            .into_iter()
+            .map(|(si, f)| {
+                let seg = &self.segments[si];
+                let (first, count, _) = seg.file_chunks(f);
+                let hashes = (first..first + count)
+                    .filter_map(|c| seg.chunk_hash(c).try_into().ok())
+                    .collect();
+                (seg.file(f).path.to_owned(), hashes)
+            })
+            .collect()
+    }
+
     /// Every live file: (segment, file id).
     fn live_files(&self) -> Vec<(usize, u32)> {
         let mut out = Vec::new();
@@ -417,9 +433,12 @@ impl Store {
             }
         }
         // Too many small segments: their live files are read again into the new one, their
-        // vectors reused by hash.
+        // vectors reused by hash. Small beside the store too (under half of all its chunks): a
+        // repository of under SMALL_SEGMENT chunks is one such segment after its build, and
+        // reading it again whole every eighth update would cost a one-file update a full build.
+        let total: u32 = self.segments.iter().map(|s| s.n_chunks).sum();
         let small: Vec<usize> = (0..self.segments.len())
-            .filter(|&si| self.segments[si].n_chunks < SMALL_SEGMENT)
+            .filter(|&si| self.segments[si].n_chunks < SMALL_SEGMENT.min(total / 2))
             .collect();
         let mut merged: HashSet<usize> = HashSet::new();
         let extra: Vec<SourceFile> = if small.len() >= MAX_SMALL_SEGMENTS && !upserts.is_empty() {
@@ -1584,6 +1603,97 @@ mod tests {
         }
     }
 
+    /// A repository of fewer chunks than a large segment is one small segment after its build.
+    /// One-file updates merge their own segments once there are too many, and never read the
+    /// build's files again.
+    #[test]
+    fn merging_small_segments_never_reads_the_builds_files_again() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/tools/models/all-minilm-l6-v2");
+        let minilm = crate::MiniLm::load(&dir)
+            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"));
+        let statics = StaticModel::build_limited(&minilm, &dir, 300).expect("builds");
+        // Words without digits, so that each file's and each version's are its own sub-tokens.
+        let word = |n: usize| -> String {
+            n.to_string()
+                .bytes()
+                .map(|d| (d - b'0' + b'a') as char)
+                .collect()
+        };
+        let text = |i: usize, v: usize| {
+            format!(
+                "def step_file{}_version{}(x):\n    return x\n",
+                word(i),
+                word(v)
+            )
+        };
+        let contents = std::sync::Mutex::new(
+            (0..20)
+                .map(|i| (format!("f{i}.py"), text(i, 0)))
+                .collect::<HashMap<_, _>>(),
+        );
+        // The files read, each counted once.
+        let reads = std::sync::Mutex::new(HashSet::new());
+        let read = |p: &str| {
+            reads.lock().unwrap().insert(p.to_owned());
+            contents.lock().unwrap().get(p).cloned()
+        };
+        let versions = std::sync::Mutex::new(vec![0u64; 20]);
+        let files = || -> Vec<SourceFile> {
+            let v = versions.lock().unwrap();
+            (0..20)
+                .map(|i| SourceFile {
+                    path: format!("f{i}.py"),
+                    version: v[i],
+                    prior: 1.0,
+                })
+                .collect()
+        };
+        let store_dir = tempfile::tempdir().unwrap();
+        let catch_up = |revision: &str| {
+            reads.lock().unwrap().clear();
+            let (store, _) = Store::catch_up(
+                store_dir.path(),
+                &statics,
+                "m",
+                revision,
+                &files(),
+                &read,
+                None,
+            )
+            .unwrap();
+            let read_now = reads.lock().unwrap().len();
+            (store, read_now)
+        };
+        let (built, _) = catch_up("r0");
+        assert_eq!(built.manifest.segments.len(), 1);
+        let base = built.manifest.segments[0].file.clone();
+        for round in 1..=3 * MAX_SMALL_SEGMENTS {
+            let i = round % 4;
+            contents
+                .lock()
+                .unwrap()
+                .insert(format!("f{i}.py"), text(i, round));
+            versions.lock().unwrap()[i] = round as u64;
+            let (store, read_now) = catch_up(&format!("r{round}"));
+            // The edited file, and at most the files of the updates' own segments.
+            assert!(
+                read_now <= MAX_SMALL_SEGMENTS + 1,
+                "round {round}: {read_now} files read"
+            );
+            assert_eq!(store.manifest.segments[0].file, base, "round {round}");
+            assert!(store.manifest.segments.len() <= MAX_SMALL_SEGMENTS + 1);
+            let hits = store.search(
+                &statics,
+                &format!("step_file{}_version{}", word(i), word(round)),
+                &Weights::default(),
+                &|_| true,
+                1,
+            );
+            assert_eq!(hits[0].path, format!("f{i}.py"), "round {round}");
+        }
+    }
+
     #[test]
     fn a_large_build_or_update_is_written_as_bounded_segments() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -1675,5 +1785,22 @@ mod tests {
             .map(|(p, t)| chunk_file(p, t).len())
             .sum();
         assert_eq!(updated.live_chunks, expected);
+        // And they are what `live_chunk_hashes` lists, file by file, in chunk order.
+        let mut listed = updated.live_chunk_hashes();
+        listed.sort();
+        let mut read_now: Vec<(String, Vec<[u8; HASH_BYTES]>)> = contents
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, t)| {
+                let hashes = chunk_file(p, t)
+                    .iter()
+                    .map(|c| stored_hash(&c.hash))
+                    .collect();
+                (p.clone(), hashes)
+            })
+            .collect();
+        read_now.sort();
+        assert_eq!(listed, read_now);
     }
 }

@@ -316,8 +316,11 @@ fn eval(
             let vectors = minilm
                 .embed_limited(&refs, index.weights.rerank_tokens)
                 .map_err(|e| e.to_string())?;
-            let computed: Vec<([u8; 32], Vec<f32>)> =
-                batch.iter().map(|(h, _)| *h).zip(vectors).collect();
+            let computed: Vec<([u8; 32], Vec<f32>)> = batch
+                .iter()
+                .map(|(h, _)| *h)
+                .zip(vectors.iter().map(|v| semantic_index::kept(v)))
+                .collect();
             let short: Vec<(ChunkHash, Vec<f32>)> = computed
                 .iter()
                 .map(|(h, v)| (short_hash(h), v.clone()))

@@ -82,6 +82,14 @@ struct Layer {
 }
 
 impl MiniLm {
+    /// The width of the vectors the model in `dir` makes (`hidden_size` in its `config.json`),
+    /// read without loading the model: `None` when there is no such file or it names none.
+    pub fn dim_in(dir: &Path) -> Option<usize> {
+        let config: serde_json::Value =
+            serde_json::from_slice(&read(&dir.join("config.json")).ok()?).ok()?;
+        config["hidden_size"].as_u64().map(|v| v as usize)
+    }
+
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`. The tokenizer's
     /// own padding and truncation (128 in the packaged all-MiniLM-L6-v2) are turned off; inputs
     /// are truncated at the `max_seq_length` of `sentence_bert_config.json` when the directory
@@ -231,12 +239,19 @@ impl MiniLm {
     /// Embeds already tokenized sequences (special tokens included), pooled and normalised. Equal
     /// lengths are batched together; the batches are spread over the threads.
     pub fn embed_ids(&self, ids: &[Vec<u32>]) -> Vec<Vec<f32>> {
+        self.embed_ids_on(ids, self.threads)
+    }
+
+    /// [`MiniLm::embed_ids`] on at most `threads` threads (at least one): a background pass
+    /// leaves the other cores to the queries.
+    pub fn embed_ids_on(&self, ids: &[Vec<u32>], threads: usize) -> Vec<Vec<f32>> {
+        let threads = threads.clamp(1, self.threads);
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| (ids[i].len(), i));
         // No batch holds more than a thread's share of the word pieces: a re-rank's head, cut to
         // one length, would otherwise be one batch on one thread while the others wait.
         let total: usize = ids.iter().map(Vec::len).sum();
-        let share = total.div_ceil(self.threads).max(1);
+        let share = total.div_ceil(threads).max(1);
         let mut batches: Vec<Vec<usize>> = Vec::new();
         for i in order {
             let len = ids[i].len();
@@ -254,7 +269,7 @@ impl MiniLm {
         let out = Mutex::new(vec![Vec::new(); ids.len()]);
         let next = AtomicUsize::new(0);
         std::thread::scope(|scope| {
-            for _ in 0..self.threads.min(batches.len()) {
+            for _ in 0..threads.min(batches.len()) {
                 scope.spawn(|| {
                     loop {
                         let b = next.fetch_add(1, Ordering::Relaxed);

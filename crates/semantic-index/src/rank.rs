@@ -373,8 +373,10 @@ impl<'m> SemanticIndex<'m> {
         if !missing.is_empty() {
             let refs: Vec<&str> = missing.iter().map(|(_, t)| t.as_str()).collect();
             if let Ok(vectors) = minilm.embed_limited(&refs, self.weights.rerank_tokens) {
+                // Rounded as a kept vector is, so that a vector read back from a log ranks
+                // exactly as this one.
                 for ((hash, _), v) in missing.iter().zip(vectors) {
-                    cache.insert(*hash, v);
+                    cache.insert(*hash, crate::kept(&v));
                 }
             }
         }
@@ -387,8 +389,8 @@ impl<'m> SemanticIndex<'m> {
 
 /// The version of how a re-rank vector is made beyond the model's files, the chunk's hash and
 /// [`Weights::rerank_tokens`]: [`rerank_text`]'s rule, [`MiniLm::tokenize`]'s cut, the forward
-/// pass and the pooling. A change to any of them must change it.
-const RERANK_TEXT_VERSION: u64 = 1;
+/// pass, the pooling and the rounding ([`crate::kept`]). A change to any of them must change it.
+const RERANK_TEXT_VERSION: u64 = 2;
 
 /// What a re-rank's chunk vector depends on besides the chunk's hash: the model
 /// ([`MiniLm::fingerprint`]), [`Weights::rerank_tokens`] and the version of [`rerank_text`].

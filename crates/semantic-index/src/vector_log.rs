@@ -8,10 +8,15 @@
 //! computed again.
 //!
 //! Layout: an 8-byte magic and the 32-byte key, then records of a 4-byte marker, the chunk hash
-//! ([`HASH_BYTES`]), `dim` little-endian f32 and a CRC-32 of the key, the hash and the floats. Writers
-//! append whole records under an OS lock on the file and first cut a torn tail away, so records
-//! stay at fixed offsets. Readers take no lock: a record being written fails its checksum and is
-//! skipped.
+//! ([`HASH_BYTES`]), `dim` little-endian IEEE half floats and a CRC-32 of the key, the hash and the
+//! halves. Writers append whole records under an OS lock on the file and first cut a torn tail
+//! away, so records stay at fixed offsets. Readers take no lock: a record being written fails its
+//! checksum and is skipped. [`VectorLog::rewrite`] replaces the file whole, by a rename.
+//!
+//! A vector is kept as half floats: 768 bytes for MiniLM's 384 rather than 1 536, so a log of a
+//! whole repository's chunks is half the size and read in half the time. Whoever computes a
+//! vector rounds it with [`kept`] before using it, so a vector read back is the vector that was
+//! used, bit for bit, and an answer never depends on which process computed it.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,12 +25,18 @@ use std::path::{Path, PathBuf};
 
 use crate::segment::HASH_BYTES;
 
-const MAGIC: &[u8; 8] = b"RSVECLOG";
-const MARKER: &[u8; 4] = b"VEC1";
+const MAGIC: &[u8; 8] = b"RSVECLG2";
+const MARKER: &[u8; 4] = b"VEC2";
 const HEADER: usize = MAGIC.len() + 32;
 
 /// A chunk's content hash as the store keeps it.
 pub type ChunkHash = [u8; HASH_BYTES];
+
+/// `v` as a [`VectorLog`] keeps it: each float rounded to the nearest half float. Rounding again
+/// changes nothing, so a vector used after `kept` is the vector a later read returns.
+pub fn kept(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()
+}
 
 /// An append-only file of MiniLM chunk vectors kept across processes: a key (the model and the
 /// settings that made them), then checksummed records. Whatever is wrong with the file loses
@@ -61,7 +72,7 @@ impl VectorLog {
     }
 
     fn record_len(&self) -> usize {
-        MARKER.len() + HASH_BYTES + 4 * self.dim + 4
+        MARKER.len() + HASH_BYTES + 2 * self.dim + 4
     }
 
     /// Every whole, intact record of this key, later records winning. Empty when the file is
@@ -98,10 +109,10 @@ impl VectorLog {
         if marker != MARKER || self.checksum(body).to_le_bytes() != crc {
             return None;
         }
-        let (hash, floats) = body.split_at(HASH_BYTES);
-        let vector = floats
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        let (hash, halves) = body.split_at(HASH_BYTES);
+        let vector = halves
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect();
         Some((hash.try_into().ok()?, vector))
     }
@@ -109,21 +120,22 @@ impl VectorLog {
     /// Appends `entries` (vectors of another width are skipped) under the file's lock, creating
     /// the file, or starting it over when it holds another key or would pass the limit. A torn
     /// record at the end, left by a writer that was killed, is cut away first. When another
-    /// writer holds the lock, nothing is written and `Ok` is returned: it is a cache.
-    pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<()> {
+    /// writer holds the lock, nothing is written and `Ok(false)` is returned: it is a cache, and
+    /// no search waits for it.
+    pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<bool> {
         let entries: Vec<&(ChunkHash, Vec<f32>)> = entries
             .iter()
             .filter(|(_, v)| v.len() == self.dim)
             .collect();
         if entries.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let mut file = open_regular(&self.path, true)?;
         // Another writer holds the file for the milliseconds of its append, or is stuck: these
         // vectors are not kept, and no search waits for a cache.
         match file.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
         let len = file.metadata()?.len() as usize;
@@ -142,22 +154,89 @@ impl VectorLog {
             file.set_len(end)?;
             file.seek(SeekFrom::Start(end))?;
         }
-        let mut out = Vec::with_capacity(entries.len() * self.record_len());
-        for (hash, vector) in entries.iter().take(self.limit) {
+        // One write of whole records: a reader sees each record whole or fails its checksum.
+        file.write_all(&self.records(entries.into_iter().take(self.limit)))?;
+        file.unlock()?;
+        Ok(true)
+    }
+
+    /// Whether the file at `path` is long enough to hold `records` records of vectors of `dim`
+    /// floats: a check that reads no byte of it, made before the model that a key needs is
+    /// loaded.
+    pub fn may_hold(path: &Path, records: usize, dim: usize) -> bool {
+        let record = MARKER.len() + HASH_BYTES + 2 * dim + 4;
+        std::fs::symlink_metadata(path)
+            .is_ok_and(|m| m.is_file() && m.len() as usize >= HEADER + records * record)
+    }
+
+    fn records<'e>(&self, entries: impl IntoIterator<Item = &'e (ChunkHash, Vec<f32>)>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (hash, vector) in entries {
             let start = out.len() + MARKER.len();
             out.extend_from_slice(MARKER);
             out.extend_from_slice(hash);
-            for x in vector {
-                out.extend_from_slice(&x.to_le_bytes());
+            for &x in vector {
+                out.extend_from_slice(&half::f16::from_f32(x).to_le_bytes());
             }
             let crc = self.checksum(&out[start..]);
             out.extend_from_slice(&crc.to_le_bytes());
         }
-        // One write of whole records: a reader sees each record whole or fails its checksum.
-        file.write_all(&out)?;
-        file.unlock()
+        out
+    }
+
+    /// How many records the file holds by its length (intact or not), without reading it: what
+    /// an append would count against the limit. 0 when there is no regular file.
+    pub fn records_on_disk(&self) -> usize {
+        open_regular(&self.path, false)
+            .and_then(|f| f.metadata())
+            .map_or(0, |m| {
+                (m.len() as usize).saturating_sub(HEADER) / self.record_len()
+            })
+    }
+
+    /// Replaces the file with exactly `entries` (vectors of another width skipped, at most the
+    /// limit), written beside it and renamed over it: a reader sees the old file or the new one,
+    /// never a mix. Used to drop the vectors of chunks no longer in the index. An append another
+    /// writer makes to the old file meanwhile is lost, as a cache may lose it; the old file's
+    /// lock is taken, when free, to make that rare.
+    pub fn rewrite(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<()> {
+        let old = open_regular(&self.path, false).ok();
+        let locked = old.as_ref().is_some_and(|f| f.try_lock().is_ok());
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let temp = self.path.with_file_name(format!(
+            ".{name}.{}.{}",
+            std::process::id(),
+            TEMP_NAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = open_regular(&temp, true)?;
+            file.set_len(0)?;
+            let mut out = MAGIC.to_vec();
+            out.extend_from_slice(&self.key);
+            out.extend(
+                self.records(
+                    entries
+                        .iter()
+                        .filter(|(_, v)| v.len() == self.dim)
+                        .take(self.limit),
+                ),
+            );
+            file.write_all(&out)?;
+            file.sync_data()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        if let (Some(f), true) = (old, locked) {
+            let _ = f.unlock();
+        }
+        written
     }
 }
+
+/// Makes the names of one process's temporary files distinct.
+static TEMP_NAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Opens a regular file without following a symlink (never blocking on a FIFO): read-only and
 /// never created, or for writing and created when missing.
@@ -189,7 +268,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = log(dir.path(), 1, 100);
         assert!(a.read().is_empty(), "no file yet");
+        let path = dir.path().join("vectors");
+        assert!(!VectorLog::may_hold(&path, 0, 3));
         a.append(&[entry(1, 3), entry(2, 3), entry(9, 4)]).unwrap();
+        assert!(VectorLog::may_hold(&path, 2, 3));
+        assert!(!VectorLog::may_hold(&path, 3, 3));
+        assert!(!VectorLog::may_hold(&path, 2, 4));
         a.append(&[entry(3, 3)]).unwrap();
         let read = a.read();
         assert_eq!(read.len(), 3, "the 4-wide vector was skipped");
@@ -273,6 +357,35 @@ mod tests {
             }
         });
         assert_eq!(log(dir.path(), 1, 1000).read().len(), 100);
+    }
+
+    #[test]
+    fn a_rewrite_keeps_exactly_its_entries_and_appends_continue_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = log(dir.path(), 1, 100);
+        a.append(&[entry(1, 3), entry(2, 3), entry(3, 3)]).unwrap();
+        assert_eq!(a.records_on_disk(), 3);
+        a.rewrite(&[entry(2, 3), entry(7, 3), entry(8, 4)]).unwrap();
+        let read = a.read();
+        assert_eq!(read.len(), 2, "{:?}", read.keys());
+        assert_eq!(read[&[7; HASH_BYTES]], entry(7, 3).1);
+        assert!(!read.contains_key(&[1; HASH_BYTES]));
+        assert_eq!(a.records_on_disk(), 2);
+        a.append(&[entry(9, 3)]).unwrap();
+        assert_eq!(a.read().len(), 3);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "a temporary file was left: {names:?}");
+    }
+
+    #[test]
+    fn a_kept_vector_reads_back_bit_for_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = VectorLog::new(&dir.path().join("vectors"), [1; 32], 4, 10);
+        let v = kept(&[0.123_456_79, -0.987_654_3, 1e-6, 0.5]);
+        assert_ne!(v[0], 0.123_456_79, "not rounded to a half float");
+        assert_eq!(kept(&v), v, "rounding twice changed the vector");
+        a.append(&[([5; HASH_BYTES], v.clone())]).unwrap();
+        assert_eq!(a.read()[&[5; HASH_BYTES]], v);
     }
 
     #[cfg(unix)]

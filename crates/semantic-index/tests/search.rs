@@ -195,10 +195,13 @@ fn the_rerank_reads_only_the_first_word_pieces_of_a_chunk() {
         let expected: Vec<Vec<f32>> = (0..2)
             .map(|c| {
                 let (_, text) = index.rerank_input(c);
-                minilm()
-                    .embed_limited(&[&text], rerank_tokens)
-                    .unwrap()
-                    .remove(0)
+                // As a kept vector is: rounded to half floats.
+                semantic_index::kept(
+                    &minilm()
+                        .embed_limited(&[&text], rerank_tokens)
+                        .unwrap()
+                        .remove(0),
+                )
             })
             .collect();
         let by_chunk: Vec<Vec<f32>> = (0..2)
@@ -213,7 +216,8 @@ fn the_rerank_reads_only_the_first_word_pieces_of_a_chunk() {
                 .zip(want)
                 .map(|(x, y)| (x - y).abs())
                 .fold(0.0f32, f32::max);
-            assert!(diff < 1e-5, "vectors of the cut text: {diff}");
+            // A half float's step near MiniLM's largest components is about 1e-4.
+            assert!(diff < 2e-4, "vectors of the cut text: {diff}");
         }
         by_chunk
     };

@@ -3,7 +3,10 @@
 //!
 //! `semantic-probe REPO_SEARCH ROOT INDEX_DIR MODEL_DIR` prints one JSON object:
 //! - `first_call_ms`: the first `semantic` call (it maps and checks every segment);
-//! - `semantic_p50_ms`, `semantic_p95_ms`: warm `semantic` calls, 20 descriptions twice over;
+//! - `semantic_p50_ms`, `semantic_p95_ms`: warm `semantic` calls, 20 descriptions twice over, as
+//!   the server ranks them by default (re-ranked by MiniLM when the index keeps every chunk's
+//!   vector);
+//! - `hybrid_p50_ms`, `hybrid_p95_ms`: the same calls to a server with `--rerank=never`;
 //! - `indexed_p50_ms`, `indexed_p95_ms`: warm `indexed_literal` calls of 20 common identifiers
 //!   twice over, interleaved with the `semantic` calls so that the machine's load falls on both;
 //! - `after_write_p50_ms`, `after_write_max_ms`: a `semantic` call just after a file is written
@@ -140,6 +143,20 @@ fn main() {
     }
     let _ = std::fs::remove_file(&scratch);
     server.stop();
+    let mut cmd = Command::new(bin);
+    cmd.args(["mcp", "--root", root, "--index-dir", index_dir])
+        .args(["--model-dir", model_dir, "--rerank=never"]);
+    let mut hybrid_server = Server::start(cmd, "semantic-probe --rerank=never");
+    call(&mut hybrid_server, semantic(DESCRIPTIONS[0]));
+    let mut hybrid = Vec::new();
+    for _ in 0..2 {
+        for d in DESCRIPTIONS {
+            let (ms, paths) = call(&mut hybrid_server, semantic(d));
+            assert!(!paths.is_empty(), "no hybrid hit for {d:?}");
+            hybrid.push(ms);
+        }
+    }
+    hybrid_server.stop();
     // The chunk vectors an earlier run kept would make the cold pass warm.
     let kept = Path::new(index_dir).join("semantic-rerank.vectors");
     match std::fs::remove_file(&kept) {
@@ -175,6 +192,8 @@ fn main() {
             "first_call_ms": first_call_ms,
             "semantic_p50_ms": percentile(sem.clone(), 0.5),
             "semantic_p95_ms": percentile(sem, 0.95),
+            "hybrid_p50_ms": percentile(hybrid.clone(), 0.5),
+            "hybrid_p95_ms": percentile(hybrid, 0.95),
             "indexed_p50_ms": percentile(idx.clone(), 0.5),
             "indexed_p95_ms": percentile(idx, 0.95),
             "after_write_p50_ms": percentile(after_write.clone(), 0.5),

@@ -6,6 +6,7 @@
 //! nothing.
 
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, Rep
 use serde::Serialize;
 
 use crate::git::{self, GitError};
-use crate::semantic::{CompositeBackend, SemanticEngine};
+use crate::semantic::{CompositeBackend, RerankPolicy, SemanticEngine};
 use crate::watch::{Plan, Watcher};
 
 /// Why the host could not serve. Each maps to one fixed `Failure` (code, message, hint): no git,
@@ -40,12 +41,12 @@ pub(crate) enum HostError {
     RerankModelMissing,
 }
 
-/// How a host serves `semantic`: the model directory, and whether MiniLM re-ranks each answer's
-/// head (`--rerank`).
+/// How a host serves `semantic`: the model directory, and when MiniLM re-ranks an answer's head
+/// (`--rerank`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SemanticSetup<'a> {
     pub(crate) model_dir: &'a Path,
-    pub(crate) rerank: bool,
+    pub(crate) rerank: crate::semantic::RerankPolicy,
 }
 
 impl From<EmbeddedIndexError> for HostError {
@@ -95,6 +96,33 @@ pub(crate) struct Host {
     pub(crate) shared: Option<Arc<crate::pg_host::Shared>>,
     /// `Some` when the host serves `semantic`: every refresh then catches the store up too.
     semantic: Option<Arc<SemanticEngine>>,
+    /// `Some` on a watching host that keeps the re-rank's vectors in the background: told after
+    /// each refresh that changed the semantic store.
+    rerank_vectors: Option<SyncSender<()>>,
+}
+
+/// Starts the thread a long-lived host keeps MiniLM's vectors of the store's chunks with
+/// ([`SemanticEngine::keep_rerank_vectors`], on one thread so that queries keep a core): once
+/// now, for a store an earlier process built, then whenever the returned sender says the store
+/// changed. It ends when the sender is dropped with the host. A failure costs only the
+/// re-rank, which the default policy then does not serve.
+fn keep_rerank_vectors_in_background(
+    engine: Arc<SemanticEngine>,
+    index: Arc<EmbeddedIndex>,
+) -> SyncSender<()> {
+    // One pending signal is enough: a pass reads the store as it is when it starts.
+    let (changed, wake) = std::sync::mpsc::sync_channel::<()>(1);
+    let _ = std::thread::Builder::new()
+        .name("rerank-vectors".into())
+        .spawn(move || {
+            loop {
+                let _ = engine.keep_rerank_vectors(&index, 1, &mut |_, _| {});
+                if wake.recv().is_err() {
+                    return;
+                }
+            }
+        });
+    changed
 }
 
 /// How long a watching host waits for its cookie before it walks instead.
@@ -223,15 +251,16 @@ impl Host {
         let index = Arc::new(
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
         );
+        let policy = semantic.map_or(RerankPolicy::Never, |setup| setup.rerank);
         let semantic = match semantic
             .and_then(|setup| Some((setup, SemanticEngine::open(setup.model_dir, &index_dir)?)))
         {
-            Some((setup, engine)) if setup.rerank => Some(Arc::new(
+            Some((setup, engine)) => Some(Arc::new(
                 engine
-                    .with_rerank(setup.model_dir)
+                    .with_policy(setup.rerank)
                     .map_err(|_| HostError::RerankModelMissing)?,
             )),
-            other => other.map(|(_, engine)| Arc::new(engine)),
+            None => None,
         };
         let mut modes_served = vec![SearchMode::Literal, SearchMode::IndexedLiteral];
         let backend: Arc<dyn index_contract::RepositoryIndexBackend> = match &semantic {
@@ -257,6 +286,12 @@ impl Host {
             .then(|| Watcher::start(&root, &git_dir, &index_dir))
             .flatten()
             .map(Arc::new);
+        // Only a long-lived host keeps vectors in the background: a CLI call would be gone
+        // before they were computed (`repo-search index` computes them in the foreground).
+        let rerank_vectors = semantic
+            .clone()
+            .filter(|_| modes == HostModes::Watching && policy != RerankPolicy::Never)
+            .map(|engine| keep_rerank_vectors_in_background(engine, index.clone()));
         Ok(Host {
             root,
             git_dir: Some(git_dir),
@@ -267,6 +302,7 @@ impl Host {
             refreshing: Arc::default(),
             shared: None,
             semantic,
+            rerank_vectors,
         })
     }
 
@@ -294,6 +330,7 @@ impl Host {
             refreshing: Arc::default(),
             shared: None,
             semantic: None,
+            rerank_vectors: None,
         }
     }
 
@@ -352,6 +389,43 @@ impl Host {
         })
     }
 
+    /// Computes MiniLM's vector of every chunk of the semantic store that has none, so that
+    /// `semantic` answers are re-ranked without embedding at query time
+    /// ([`crate::semantic::SemanticEngine::keep_rerank_vectors`]). `None` when this host serves
+    /// no `semantic`.
+    pub(crate) fn keep_rerank_vectors(
+        &self,
+    ) -> Result<Option<crate::semantic::KeptVectors>, HostError> {
+        let (Some(engine), index) = (&self.semantic, self.index()?) else {
+            return Ok(None);
+        };
+        let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "re-rank vectors {bar:40} {pos}/{len} chunks ({elapsed})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let kept = engine
+            .keep_rerank_vectors(index, usize::MAX, &mut |done, total| {
+                if let Some(b) = &bar {
+                    b.set_length(total as u64);
+                    b.set_position(done as u64);
+                }
+            })
+            .map_err(|e| match e {
+                semantic_index::StoreError::Busy => HostError::Busy,
+                _ => HostError::IndexFailed,
+            })?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        Ok(Some(kept))
+    }
+
     /// Brings the index up to date with the worktree: a full build on first use (or when the
     /// index is damaged), else the files whose stamps changed, the new ones and the gone ones.
     /// Runs on a blocking thread; waits for another writer at most the default query deadline.
@@ -367,6 +441,7 @@ impl Host {
             .semantic
             .clone()
             .filter(|_| mode == SearchMode::Semantic);
+        let rerank_vectors = self.rerank_vectors.clone();
         let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
         let report = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
@@ -386,6 +461,10 @@ impl Host {
                     let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
                     Host::refresh_index(&index, &root, &head, watcher, deadline)?;
                     engine.catch_up(&index, None).map_err(failed)?;
+                    if let Some(changed) = rerank_vectors {
+                        // Full: a pass is already due, and will read this store.
+                        let _ = changed.try_send(());
+                    }
                 }
             }
             Ok::<_, HostError>(report)

@@ -81,12 +81,40 @@ struct Location {
     /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
     #[arg(long)]
     model_dir: Option<PathBuf>,
-    /// Re-rank the first 30 `semantic` hits with MiniLM: a better ranking (stdlib MRR@10 0.446
-    /// against 0.365), for about 0.6 s more a query on Linux until the hits' chunks are cached
-    /// (their vectors are kept in the index directory for the next process). Needs MiniLM beside
-    /// the static model.
-    #[arg(long)]
-    rerank: bool,
+    /// When MiniLM re-ranks the first 30 `semantic` hits: a better ranking (stdlib MRR@10 0.446
+    /// against 0.365). `kept` (default): when `repo-search index` kept MiniLM's vector of every
+    /// chunk, which it does for repositories of up to 20 000 chunks; a query then costs about
+    /// one MiniLM pass over the query more. `always` (`--rerank` alone): every query, about
+    /// 0.6 s more on Linux while the hits' chunks are new (their vectors are kept in the index
+    /// directory for the next process). `never`: the hybrid ranking. Needs MiniLM beside the
+    /// static model; without it `kept` serves the hybrid ranking and `always` is refused.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "kept",
+        num_args = 0..=1,
+        default_missing_value = "always",
+        require_equals = true
+    )]
+    rerank: RerankArg,
+}
+
+/// `--rerank`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RerankArg {
+    Never,
+    Kept,
+    Always,
+}
+
+impl From<RerankArg> for semantic::RerankPolicy {
+    fn from(arg: RerankArg) -> Self {
+        match arg {
+            RerankArg::Never => semantic::RerankPolicy::Never,
+            RerankArg::Kept => semantic::RerankPolicy::Kept,
+            RerankArg::Always => semantic::RerankPolicy::Always,
+        }
+    }
 }
 
 /// ripgrep's options, with ripgrep's letters; each maps to one argument of the tool.
@@ -244,6 +272,34 @@ impl Command {
     }
 }
 
+/// Says what `repo-search index` did for the re-rank's kept vectors, on stderr.
+fn report_kept_vectors(kept: Option<semantic::KeptVectors>) {
+    use semantic::KeptVectors;
+    match kept {
+        None => {}
+        Some(KeptVectors::NoMiniLm) => eprintln!(
+            "semantic answers are not re-ranked: MiniLM (model.safetensors, config.json) is not \
+             beside the static model; `cargo xtask tools` installs it"
+        ),
+        Some(KeptVectors::TooManyChunks { live }) => eprintln!(
+            "semantic answers are not re-ranked by default: {live} chunks is more than the {} \
+             whose MiniLM vectors the index keeps (--rerank re-ranks anyway, embedding as it goes)",
+            semantic::KEPT_CHUNKS_LIMIT
+        ),
+        Some(KeptVectors::Kept {
+            live,
+            computed,
+            skipped,
+            seconds,
+        }) => {
+            eprintln!(
+                "kept MiniLM vectors of {} of {live} chunks ({computed} computed in {seconds:.1} s)",
+                live - skipped
+            );
+        }
+    }
+}
+
 /// Opens the host for a command: on the shared index when one is named and the command queries
 /// an index.
 async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, Failure> {
@@ -291,7 +347,7 @@ async fn open_host_with_model(
     let model = semantic::find_model(location.model_dir.as_deref());
     let setup = model.as_deref().map(|model_dir| host::SemanticSetup {
         model_dir,
-        rerank: location.rerank,
+        rerank: location.rerank.into(),
     });
     Ok(host::Host::open_with_model(
         &location.root,
@@ -413,6 +469,9 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let host = open_host_with_model(&location, host::HostModes::Indexed).await?;
             let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
+            if location.rerank != RerankArg::Never {
+                report_kept_vectors(host.keep_rerank_vectors()?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { location, json } => {

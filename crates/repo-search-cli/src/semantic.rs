@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 use embedded_index::EmbeddedIndex;
@@ -63,16 +63,64 @@ pub(crate) fn find_model(flag: Option<&Path>) -> Option<PathBuf> {
     holds_model(&chosen).then_some(chosen)
 }
 
+/// When MiniLM re-ranks the head of a `semantic` answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RerankPolicy {
+    /// Never: the hybrid ranking is served.
+    Never,
+    /// When the index keeps MiniLM's vector of nearly every chunk (at least [`KEPT_COVERAGE`] of
+    /// them), which `repo-search index` computes for a repository of at most
+    /// [`KEPT_CHUNKS_LIMIT`] chunks ([`SemanticEngine::keep_rerank_vectors`]). A query then
+    /// embeds only the head chunks that changed since, so the re-rank costs about one MiniLM
+    /// pass over the query. The default when MiniLM is installed.
+    Kept,
+    /// Every answer, embedding the head's chunks that have no kept vector (`--rerank`): about
+    /// half a second a query on Linux while the head's chunks are new.
+    Always,
+}
+
+/// The most live chunks for which the index keeps a MiniLM vector of every chunk: about four
+/// minutes of MiniLM on 2 cores for a whole repository, and 16 MB of kept vectors.
+pub(crate) const KEPT_CHUNKS_LIMIT: usize = if cfg!(test) { 60 } else { 20_000 };
+
+/// The share of the live chunks whose vectors must be kept for [`RerankPolicy::Kept`] to
+/// re-rank: the rest (chunks edited since the vectors were computed) are embedded when a query's
+/// head holds them, a few at most.
+pub(crate) const KEPT_COVERAGE: f64 = 0.9;
+
 /// The static model and the store it keeps in `<index-dir>/semantic`.
 pub(crate) struct SemanticEngine {
     statics: StaticModel,
     model_id: String,
+    model_dir: PathBuf,
     dir: PathBuf,
     /// The version last loaded or committed by this process.
     store: RwLock<Option<Arc<Store>>>,
     weights: Weights,
-    /// The MiniLM re-rank of each answer's head (`--rerank`), when asked for.
-    reranker: Option<Reranker>,
+    policy: RerankPolicy,
+    /// MiniLM and the kept vectors, loaded on first need: `None` when MiniLM cannot be loaded,
+    /// and the hybrid ranking is then served.
+    reranker: OnceLock<Option<Reranker>>,
+    /// Whether the kept vectors cover the store version named (revision, generation), as
+    /// [`RerankPolicy::Kept`] last judged it.
+    covered: Mutex<Option<((String, u64), bool)>>,
+}
+
+/// What [`SemanticEngine::keep_rerank_vectors`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KeptVectors {
+    /// The store is larger than [`KEPT_CHUNKS_LIMIT`]: nothing was computed.
+    TooManyChunks { live: usize },
+    /// MiniLM is not installed beside the static model: nothing was computed.
+    NoMiniLm,
+    /// Every live chunk's vector is kept, but those of `skipped` chunks whose files changed on
+    /// disk since the store read them (the next refresh catches them up).
+    Kept {
+        live: usize,
+        computed: usize,
+        skipped: usize,
+        seconds: f64,
+    },
 }
 
 /// The MiniLM re-rank of a `semantic` answer's head: the first [`Weights::rerank_depth`] files
@@ -90,15 +138,76 @@ struct Reranker {
     log: VectorLog,
 }
 
-/// Chunk vectors a re-ranking process keeps (384 f32 each: about 30 MB), emptied when full
-/// (one in unit tests, so that they empty it).
-const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 20_000 };
+/// Chunk vectors a re-ranking process keeps (384 f32 each: about 38 MB), emptied when full
+/// (one in unit tests that do not fill the index, so that they empty it). Above
+/// [`KEPT_CHUNKS_LIMIT`], so that a whole repository's vectors fit.
+const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 25_000 };
 
-/// Chunk vectors the kept file holds (about 31 MB, read in milliseconds when a re-ranking process
-/// starts); an append past it starts the file over.
-const RERANK_LOG_VECTORS: usize = 20_000;
+/// Chunk vectors the kept file holds (half floats: about 20 MB, read in milliseconds when a
+/// re-ranking process starts). An append past it starts the file over; filling the index
+/// rewrites it with the live chunks' vectors first.
+const RERANK_LOG_VECTORS: usize = if cfg!(test) { 64 } else { 25_000 };
+
+/// Chunks MiniLM embeds per call while it fills the index, so that progress is kept (and
+/// reported) as it goes.
+const FILL_BATCH: usize = 256;
 
 impl Reranker {
+    /// MiniLM from `model_dir` and the vectors kept in `index_dir`'s log, read into the cache.
+    fn load(
+        model_dir: &Path,
+        store_dir: &Path,
+        weights: &Weights,
+    ) -> Result<Reranker, semantic_index::Error> {
+        let minilm = MiniLm::load(model_dir)?;
+        let log = VectorLog::new(
+            &rerank_log_path(store_dir),
+            semantic_index::rank::rerank_key(&minilm, weights),
+            minilm.dim(),
+            RERANK_LOG_VECTORS,
+        );
+        // At most RERANK_LOG_VECTORS, so the cache's bound holds until its next insert.
+        let cache: HashMap<[u8; HASH_BYTES], Vec<f32>> = log.read();
+        Ok(Reranker {
+            minilm,
+            cache: Mutex::new(cache),
+            log,
+        })
+    }
+
+    /// Appends `entries` to the log, waiting up to a second for a writer that holds it: the
+    /// vectors of a fill are worth a wait that a search's are not.
+    fn append_waiting(&self, entries: &[([u8; HASH_BYTES], Vec<f32>)]) -> std::io::Result<()> {
+        for _ in 0..200 {
+            if self.log.append(entries)? {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// MiniLM's kept vectors of `texts` (chunks' `rerank_text`, cut at the weights' word
+    /// pieces), on at most `threads` threads.
+    fn embed_chunks(
+        &self,
+        weights: &Weights,
+        texts: &[&str],
+        threads: usize,
+    ) -> Option<Vec<Vec<f32>>> {
+        let ids: Result<Vec<Vec<u32>>, _> = texts
+            .iter()
+            .map(|t| self.minilm.tokenize(t, weights.rerank_tokens))
+            .collect();
+        Some(
+            self.minilm
+                .embed_ids_on(&ids.ok()?, threads)
+                .iter()
+                .map(|v| semantic_index::kept(v))
+                .collect(),
+        )
+    }
+
     /// Re-scores and re-orders the head of `hits` (best first). `false`, with `hits` untouched,
     /// when a head chunk is no longer in its file as it reads now (it changed since the store
     /// read it: the next refresh catches up) or MiniLM fails: the hybrid ranking is served.
@@ -157,10 +266,11 @@ impl Reranker {
         };
         let mut embedded = self.minilm.embed_ids(&tokenized);
         let query = embedded.remove(0);
+        // Rounded as kept, so that this answer is the one a later process gives from the log.
         let new: HashMap<[u8; HASH_BYTES], Vec<f32>> = missing
             .into_iter()
             .map(|(hash, _)| hash)
-            .zip(embedded)
+            .zip(embedded.iter().map(|v| semantic_index::kept(v)))
             .collect();
         for (hit, vector) in hits[..depth].iter().zip(vectors.iter_mut()) {
             if vector.is_none() {
@@ -214,32 +324,188 @@ impl SemanticEngine {
         Some(SemanticEngine {
             statics,
             model_id,
+            model_dir: model_dir.to_path_buf(),
             dir: index_dir.join("semantic"),
             store: RwLock::new(None),
             weights: Weights::default(),
-            reranker: None,
+            policy: RerankPolicy::Never,
+            reranker: OnceLock::new(),
+            covered: Mutex::new(None),
         })
     }
 
-    /// This engine, re-ranking each answer's head with MiniLM loaded from `model_dir` (its
-    /// `model.safetensors`, `config.json` and `tokenizer.json`, which `cargo xtask tools`
-    /// installs beside the static model). An error when MiniLM cannot be loaded.
-    pub(crate) fn with_rerank(mut self, model_dir: &Path) -> Result<Self, semantic_index::Error> {
-        let minilm = MiniLm::load(model_dir)?;
-        let log = VectorLog::new(
-            &self.dir.with_file_name("semantic-rerank.vectors"),
-            semantic_index::rank::rerank_key(&minilm, &self.weights),
-            minilm.dim(),
-            RERANK_LOG_VECTORS,
-        );
-        // At most RERANK_LOG_VECTORS, so the cache's bound holds until its next insert.
-        let cache: HashMap<[u8; HASH_BYTES], Vec<f32>> = log.read();
-        self.reranker = Some(Reranker {
-            minilm,
-            cache: Mutex::new(cache),
-            log,
-        });
+    /// This engine, re-ranking each answer's head with MiniLM as `policy` says. MiniLM is read
+    /// from the model directory (its `model.safetensors`, `config.json` and `tokenizer.json`,
+    /// which `cargo xtask tools` installs beside the static model): now for
+    /// [`RerankPolicy::Always`], which fails when it cannot be loaded, and on first need for
+    /// [`RerankPolicy::Kept`], which serves the hybrid ranking when it cannot.
+    pub(crate) fn with_policy(
+        mut self,
+        policy: RerankPolicy,
+    ) -> Result<Self, semantic_index::Error> {
+        if policy == RerankPolicy::Always {
+            let reranker = Reranker::load(&self.model_dir, &self.dir, &self.weights)?;
+            self.reranker = OnceLock::from(Some(reranker));
+        }
+        self.policy = policy;
         Ok(self)
+    }
+
+    /// MiniLM and the kept vectors, loaded on the first call.
+    fn reranker(&self) -> Option<&Reranker> {
+        self.reranker
+            .get_or_init(|| Reranker::load(&self.model_dir, &self.dir, &self.weights).ok())
+            .as_ref()
+    }
+
+    /// Whether [`RerankPolicy::Kept`] re-ranks answers from `store`: it has at most
+    /// [`KEPT_CHUNKS_LIMIT`] live chunks, and the kept vectors cover [`KEPT_COVERAGE`] of them.
+    /// MiniLM is not loaded unless the log is long enough for that; the answer is remembered
+    /// for the store's version.
+    fn kept_vectors_cover(&self, store: &Store) -> bool {
+        let live = store.live_chunks();
+        if live == 0 || live > KEPT_CHUNKS_LIMIT {
+            return false;
+        }
+        let needed = (live as f64 * KEPT_COVERAGE).ceil() as usize;
+        // No MiniLM, or too short a log: nothing is loaded.
+        let Some(dim) = MiniLm::dim_in(&self.model_dir) else {
+            return false;
+        };
+        if !VectorLog::may_hold(&rerank_log_path(&self.dir), needed, dim) {
+            return false;
+        }
+        let version = (store.revision().to_owned(), store.generation());
+        let mut covered = self.covered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, answer)) = covered.as_ref()
+            && *v == version
+        {
+            return *answer;
+        }
+        let answer = self.reranker().is_some_and(|r| {
+            let cache = r.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let held = store
+                .live_chunk_hashes()
+                .iter()
+                .flat_map(|(_, hashes)| hashes)
+                .filter(|h| cache.contains_key(*h))
+                .count();
+            held >= needed
+        });
+        *covered = Some((version, answer));
+        answer
+    }
+
+    /// Computes and keeps MiniLM's vector of every live chunk of the committed store that has
+    /// none, for [`RerankPolicy::Kept`], on at most `threads` threads: when the store has at most
+    /// [`KEPT_CHUNKS_LIMIT`] live chunks and MiniLM is installed. It catches nothing up (a
+    /// background pass must never hold the store's writer lock against a query): the caller
+    /// refreshes first. The log is first rewritten with only the live chunks' vectors when the
+    /// new ones would not fit beside the old. The vectors are appended a batch at a time, so a
+    /// process killed meanwhile loses one batch. `progress` is told (computed so far, to
+    /// compute) after each batch.
+    pub(crate) fn keep_rerank_vectors(
+        &self,
+        index: &EmbeddedIndex,
+        threads: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<KeptVectors, semantic_index::StoreError> {
+        let started = Instant::now();
+        let Some(store) = self.store() else {
+            return Ok(KeptVectors::Kept {
+                live: 0,
+                computed: 0,
+                skipped: 0,
+                seconds: 0.0,
+            });
+        };
+        let live = store.live_chunks();
+        if live > KEPT_CHUNKS_LIMIT {
+            return Ok(KeptVectors::TooManyChunks { live });
+        }
+        let Some(reranker) = self.reranker() else {
+            return Ok(KeptVectors::NoMiniLm);
+        };
+        let files = store.live_chunk_hashes();
+        let (missing_files, live_kept): (Vec<_>, Vec<_>) = {
+            let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let missing = files
+                .iter()
+                .filter(|(_, hashes)| hashes.iter().any(|h| !cache.contains_key(h)))
+                .cloned()
+                .collect();
+            let kept = files
+                .iter()
+                .flat_map(|(_, hashes)| hashes)
+                .filter_map(|h| Some((*h, cache.get(h)?.clone())))
+                .collect();
+            (missing, kept)
+        };
+        let root =
+            RootDir::open(index.root()).map_err(|source| semantic_index::StoreError::Io {
+                path: index.root().to_path_buf(),
+                source,
+            })?;
+        // What MiniLM reads of each missing chunk, found by its hash in its file as it reads
+        // now: a file changed since the store read it holds none of them, and is skipped.
+        let mut todo: Vec<([u8; HASH_BYTES], String)> = Vec::new();
+        let mut skipped = 0;
+        for (path, hashes) in &missing_files {
+            let chunks = read_text(&root, path)
+                .map(|text| semantic_index::chunk_file(path, &text))
+                .unwrap_or_default();
+            let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+            for hash in hashes {
+                if cache.contains_key(hash) || todo.iter().any(|(h, _)| h == hash) {
+                    continue;
+                }
+                match chunks.iter().find(|c| c.hash[..HASH_BYTES] == *hash) {
+                    Some(c) => todo.push((*hash, semantic_index::rank::rerank_text(path, &c.text))),
+                    None => skipped += 1,
+                }
+            }
+        }
+        // The log holds every vector any process computed, for chunks long gone too: make room
+        // by keeping only the live ones.
+        if reranker.log.records_on_disk() + todo.len() > RERANK_LOG_VECTORS {
+            reranker
+                .log
+                .rewrite(&live_kept)
+                .map_err(|source| semantic_index::StoreError::Io {
+                    path: rerank_log_path(&self.dir),
+                    source,
+                })?;
+        }
+        let mut computed = 0;
+        progress(0, todo.len());
+        for batch in todo.chunks(FILL_BATCH) {
+            let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
+            let Some(vectors) = reranker.embed_chunks(&self.weights, &texts, threads) else {
+                return Ok(KeptVectors::NoMiniLm);
+            };
+            let entries: Vec<([u8; HASH_BYTES], Vec<f32>)> =
+                batch.iter().map(|(h, _)| *h).zip(vectors).collect();
+            reranker
+                .append_waiting(&entries)
+                .map_err(|source| semantic_index::StoreError::Io {
+                    path: rerank_log_path(&self.dir),
+                    source,
+                })?;
+            reranker
+                .cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(entries);
+            computed += batch.len();
+            progress(computed, todo.len());
+        }
+        *self.covered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(KeptVectors::Kept {
+            live,
+            computed,
+            skipped,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
 
     /// The committed store, reloaded when another process committed since.
@@ -363,7 +629,15 @@ impl SemanticEngine {
         let keep =
             |path: &str| scope.contains(path) && filter.as_ref().is_none_or(|f| f.matches(path));
         let limit = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
-        let mut hits = match &self.reranker {
+        let reranker = match self.policy {
+            RerankPolicy::Never => None,
+            RerankPolicy::Always => self.reranker(),
+            RerankPolicy::Kept => self
+                .kept_vectors_cover(&store)
+                .then(|| self.reranker())
+                .flatten(),
+        };
+        let mut hits = match reranker {
             None => store.search(&self.statics, &request.query, &self.weights, &keep, limit),
             Some(reranker) => {
                 // The head the re-rank sees is the hybrid ranking's, however few hits are asked.
@@ -398,6 +672,12 @@ impl SemanticEngine {
         answer.complete = !widened;
         Ok(answer)
     }
+}
+
+/// Where the kept re-rank vectors of the store in `store_dir` live: beside it, in the index
+/// directory.
+fn rerank_log_path(store_dir: &Path) -> PathBuf {
+    store_dir.with_file_name("semantic-rerank.vectors")
 }
 
 /// A store version and the trigram index's status and digest of the snapshot it attests.
@@ -545,7 +825,7 @@ mod tests {
     /// A host's semantic engine over the index directory `store`, re-ranking with MiniLM.
     fn reranking_engine(store: &Path) -> Arc<SemanticEngine> {
         let engine = SemanticEngine::open(&model_dir(), store).unwrap();
-        Arc::new(engine.with_rerank(&model_dir()).unwrap())
+        Arc::new(engine.with_policy(RerankPolicy::Always).unwrap())
     }
 
     /// A worktree of two documented Python functions, and an index directory for it.
@@ -696,7 +976,7 @@ mod tests {
         let open = |rerank: bool| {
             let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
             Arc::new(if rerank {
-                engine.with_rerank(&model_dir()).unwrap()
+                engine.with_policy(RerankPolicy::Always).unwrap()
             } else {
                 engine
             })
@@ -742,7 +1022,7 @@ mod tests {
         );
         let kept = store.path().join("semantic-rerank.vectors");
         let size = std::fs::metadata(&kept).unwrap().len();
-        assert!(size > 2 * 384 * 4, "two vectors kept: {size} bytes");
+        assert!(size > 2 * 384 * 2, "two vectors kept: {size} bytes");
         // A new process, and a head file changed on disk (the index has not looked yet): the
         // kept vector of the chunk the store holds is used, so the file is not read again and
         // the answer is the first one, not the hybrid ranking.
@@ -766,8 +1046,8 @@ mod tests {
         std::fs::write(&kept, &bytes).unwrap();
         let third = ready_hits(&index, open(), query).await;
         assert_eq!(third, first);
-        // A record: a marker, the chunk hash, 384 f32 and a CRC-32.
-        let record = 4 + HASH_BYTES as u64 + 4 * 384 + 4;
+        // A record: a marker, the chunk hash, 384 half floats and a CRC-32.
+        let record = 4 + HASH_BYTES as u64 + 2 * 384 + 4;
         assert_eq!(
             std::fs::metadata(&kept).unwrap().len(),
             size + record,
@@ -788,7 +1068,7 @@ mod tests {
         let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
         index.refresh("head", None).unwrap();
         let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
-        let engine = Arc::new(engine.with_rerank(&model_dir()).unwrap());
+        let engine = Arc::new(engine.with_policy(RerankPolicy::Always).unwrap());
         engine.catch_up(&index, None).unwrap();
         let reranked = ready_hits(&index, engine, "the median of a sample of numbers").await;
         assert_eq!(reranked.len(), 2, "{reranked:?}");
@@ -822,5 +1102,179 @@ mod tests {
         let again = ask(long_lived).await;
         let fresh = ask(open()).await;
         assert_eq!(again, fresh);
+    }
+
+    /// `n` small Python files, one function (one chunk) each.
+    fn small_functions(n: usize) -> (tempfile::TempDir, tempfile::TempDir) {
+        let repo = tempfile::tempdir().unwrap();
+        for i in 0..n {
+            write(
+                repo.path(),
+                &format!("src/f{i}.py"),
+                &format!(
+                    "def step_{i}(values):\n    \"\"\"Add {i} to every value.\"\"\"\n    return [v + {i} for v in values]\n"
+                ),
+            );
+        }
+        (repo, tempfile::tempdir().unwrap())
+    }
+
+    /// An engine with `policy` on the index's store, caught up to the index.
+    fn engine_with(
+        index: &EmbeddedIndex,
+        store: &Path,
+        policy: RerankPolicy,
+    ) -> Arc<SemanticEngine> {
+        let engine = SemanticEngine::open(&model_dir(), store).unwrap();
+        let engine = engine.with_policy(policy).unwrap();
+        engine.catch_up(index, None).unwrap();
+        Arc::new(engine)
+    }
+
+    /// The default policy serves the hybrid ranking until the index keeps MiniLM's vector of
+    /// every chunk; from then on it serves exactly the `--rerank` answer, embedding nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kept_vectors_turn_the_rerank_on_by_default() {
+        let (repo, store) = two_functions();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let query = "open a socket to the server and sort the numbers";
+        let ask = |engine| ready_hits(&index, engine, query);
+        let hybrid = ask(engine_with(&index, store.path(), RerankPolicy::Never)).await;
+        assert_eq!(
+            ask(engine_with(&index, store.path(), RerankPolicy::Kept)).await,
+            hybrid,
+            "re-ranked with no vector kept"
+        );
+        let filler = engine_with(&index, store.path(), RerankPolicy::Kept);
+        let mut reported = Vec::new();
+        let kept = filler
+            .keep_rerank_vectors(&index, usize::MAX, &mut |done, total| {
+                reported.push((done, total))
+            })
+            .unwrap();
+        let KeptVectors::Kept {
+            live,
+            computed,
+            skipped,
+            ..
+        } = kept
+        else {
+            panic!("nothing kept: {kept:?}");
+        };
+        assert_eq!((computed, skipped), (live, 0), "{kept:?}");
+        assert_eq!(reported.last(), Some(&(live, live)));
+        let log = store.path().join("semantic-rerank.vectors");
+        let size = std::fs::metadata(&log).unwrap().len();
+        // A new process re-ranks by default, as `--rerank` does.
+        let reranked = ask(engine_with(&index, store.path(), RerankPolicy::Kept)).await;
+        assert_ne!(reranked, hybrid, "not re-ranked with every vector kept");
+        assert_eq!(
+            reranked,
+            ask(engine_with(&index, store.path(), RerankPolicy::Always)).await
+        );
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().len(),
+            size,
+            "embedded again"
+        );
+        // Filling again computes nothing.
+        let again = filler
+            .keep_rerank_vectors(&index, usize::MAX, &mut |_, _| {})
+            .unwrap();
+        assert!(
+            matches!(again, KeptVectors::Kept { computed: 0, .. }),
+            "{again:?}"
+        );
+    }
+
+    /// A store of more chunks than the index keeps vectors for is not filled, and the default
+    /// policy serves its hybrid ranking, whatever vectors a `--rerank` process kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_store_over_the_kept_chunk_limit_is_neither_filled_nor_reranked_by_default() {
+        let (repo, store) = small_functions(KEPT_CHUNKS_LIMIT + 5);
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let kept = engine_with(&index, store.path(), RerankPolicy::Kept)
+            .keep_rerank_vectors(&index, usize::MAX, &mut |_, _| {})
+            .unwrap();
+        assert_eq!(
+            kept,
+            KeptVectors::TooManyChunks {
+                live: KEPT_CHUNKS_LIMIT + 5
+            }
+        );
+        assert!(!store.path().join("semantic-rerank.vectors").exists());
+        let query = "add a number to every value";
+        let ask = |engine| ready_hits(&index, engine, query);
+        let hybrid = ask(engine_with(&index, store.path(), RerankPolicy::Never)).await;
+        assert_ne!(
+            ask(engine_with(&index, store.path(), RerankPolicy::Always)).await,
+            hybrid
+        );
+        assert_eq!(
+            ask(engine_with(&index, store.path(), RerankPolicy::Kept)).await,
+            hybrid
+        );
+    }
+
+    /// Filling again after most chunks changed makes room by dropping the vectors of the chunks
+    /// that are gone: the log holds the live chunks' vectors, not every vector ever computed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn filling_again_drops_the_vectors_of_gone_chunks() {
+        let (repo, store) = small_functions(40);
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let filler = engine_with(&index, store.path(), RerankPolicy::Kept);
+        filler
+            .keep_rerank_vectors(&index, usize::MAX, &mut |_, _| {})
+            .unwrap();
+        let log_path = store.path().join("semantic-rerank.vectors");
+        let records = |path: &Path| {
+            let record = 4 + HASH_BYTES as u64 + 2 * 384 + 4;
+            (std::fs::metadata(path).unwrap().len() - 40) / record
+        };
+        assert_eq!(records(&log_path), 40);
+        for i in 0..30 {
+            write(
+                repo.path(),
+                &format!("src/f{i}.py"),
+                &format!("def scale_{i}(values):\n    return [v * {i} for v in values]\n"),
+            );
+        }
+        index.refresh("head", None).unwrap();
+        filler.catch_up(&index, None).unwrap();
+        let kept = filler
+            .keep_rerank_vectors(&index, usize::MAX, &mut |_, _| {})
+            .unwrap();
+        assert!(
+            matches!(
+                kept,
+                KeptVectors::Kept {
+                    live: 40,
+                    computed: 30,
+                    skipped: 0,
+                    ..
+                }
+            ),
+            "{kept:?}"
+        );
+        assert_eq!(records(&log_path), 40, "the gone chunks' vectors were kept");
+        let hybrid = ready_hits(
+            &index,
+            engine_with(&index, store.path(), RerankPolicy::Never),
+            "scale",
+        )
+        .await;
+        assert_ne!(
+            ready_hits(
+                &index,
+                engine_with(&index, store.path(), RerankPolicy::Kept),
+                "scale"
+            )
+            .await,
+            hybrid,
+            "not re-ranked after the second fill"
+        );
     }
 }

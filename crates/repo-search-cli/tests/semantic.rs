@@ -113,7 +113,10 @@ fn rerank_rescores_the_head_with_minilm() {
         ("order a list of numbers", "src/sort.py"),
         ("open a network connection", "src/net.py"),
     ] {
-        let (code, hybrid, stderr) = semantic_search(dir.path(), Some(&model), query);
+        // `never`: the first `--rerank` call keeps the vectors of this tiny repository's every
+        // chunk, after which the default policy re-ranks too.
+        let (code, hybrid, stderr) =
+            semantic_search_with(dir.path(), Some(&model), query, &["--rerank=never"]);
         assert_eq!(code, 0, "{stderr}");
         let (code, reranked, stderr) =
             semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
@@ -146,6 +149,130 @@ fn rerank_rescores_the_head_with_minilm() {
         );
         assert_ne!(before, after, "{query}: the re-rank changed no score");
     }
+}
+
+/// The hits of a tool result: (path, score), best first.
+fn scored_hits(result: &Value) -> Vec<(String, f64)> {
+    result["hits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no hits: {result}"))
+        .iter()
+        .map(|h| {
+            (
+                h["path"].as_str().unwrap().to_owned(),
+                h["score"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `repo-search index` keeps MiniLM's vector of every chunk of a small repository, and
+/// `semantic` then re-ranks by default: the `--rerank` answer, not the hybrid one.
+#[test]
+fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
+    let dir = functions();
+    let model = model_dir();
+    let cache = tempfile::tempdir().unwrap();
+    let out = command(Some(&model), cache.path())
+        .args(["index", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("kept MiniLM vectors of 4 of 4 chunks (4 computed"),
+        "{stderr}"
+    );
+    let query = "open a network connection";
+    let ask = |more: &[&str]| {
+        let (code, result, stderr) = semantic_search_with(dir.path(), Some(&model), query, more);
+        assert_eq!(code, 0, "{stderr}");
+        scored_hits(&result)
+    };
+    let default = ask(&[]);
+    assert_eq!(default, ask(&["--rerank"]));
+    assert_ne!(
+        default,
+        ask(&["--rerank=never"]),
+        "the default did not re-rank"
+    );
+}
+
+/// A long-lived `repo-search mcp` keeps the vectors itself, in the background, once its first
+/// `semantic` call built the store: its answers then are the `--rerank` ones.
+#[test]
+fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
+    use std::io::BufRead;
+    let dir = functions();
+    let model = model_dir();
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = command(Some(&model), cache.path())
+        .args(["mcp", "--root"])
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, replies) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(v) = serde_json::from_str(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    for line in [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": support::initialize_params() }),
+        support::initialized_notification(),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let query = "open a network connection";
+    let mut call = |id: u64| {
+        let arguments = json!({ "query": query, "mode": "semantic" });
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                           "params": support::tool_call_params(arguments) });
+        writeln!(stdin, "{line}").unwrap();
+        loop {
+            let reply = replies
+                .recv_timeout(support::LIMIT)
+                .expect("a tools/call reply");
+            if reply["id"] == id {
+                return scored_hits(&reply["result"]["structuredContent"]);
+            }
+        }
+    };
+    let first = call(2);
+    // Four chunks: a header, then four records of a marker, a hash, 384 half floats and a CRC.
+    let log = dir.path().join(".git/repo-search/semantic-rerank.vectors");
+    let full = 40 + 4 * (4 + 16 + 2 * 384 + 4);
+    let waited = std::time::Instant::now();
+    while std::fs::metadata(&log).map_or(0, |m| m.len()) < full {
+        assert!(
+            waited.elapsed() < support::LIMIT,
+            "no vectors kept in the background"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let later = call(3);
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (_, reranked, _) = semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
+    assert_eq!(later, scored_hits(&reranked));
+    assert_ne!(
+        first, later,
+        "the server did not re-rank once the vectors were kept"
+    );
 }
 
 /// `--rerank` without MiniLM beside the static model is refused, with what to do.

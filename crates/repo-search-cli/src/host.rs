@@ -334,6 +334,15 @@ impl Host {
         }
     }
 
+    /// Whether this host's `semantic` answers are the hybrid ranking only because the index
+    /// keeps too few of MiniLM's vectors, which `repo-search index` would compute
+    /// ([`SemanticEngine::rerank_awaits_vectors`]).
+    pub(crate) fn rerank_awaits_vectors(&self) -> bool {
+        self.semantic
+            .as_ref()
+            .is_some_and(|e| e.rerank_awaits_vectors())
+    }
+
     /// Whether this host serves `semantic`.
     pub(crate) fn serves_semantic(&self) -> bool {
         self.semantic.is_some()

@@ -555,6 +555,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 }
                 let result = searcher.page(&args).await?;
                 println!("{result}");
+                searcher.hint_rerank_vectors();
                 return Ok(exit_code(!hits(&result).is_empty()));
             }
             // A person gets every hit: pages at successive `next_offset`s, each proven to follow
@@ -590,6 +591,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     }
                 }
             }
+            searcher.hint_rerank_vectors();
             Ok(exit_code(printer.printed > 0))
         }
     }
@@ -642,6 +644,23 @@ struct Searcher<'a> {
 }
 
 impl Searcher<'_> {
+    /// After a `semantic` answer served by the hybrid ranking only because the index keeps too
+    /// few of MiniLM's vectors, says on stderr how to get the re-rank: a CLI call computes none
+    /// (it would be gone first), and a search should not take minutes.
+    fn hint_rerank_vectors(&self) {
+        if self.semantic
+            && self
+                .host
+                .as_ref()
+                .is_some_and(host::Host::rerank_awaits_vectors)
+        {
+            eprintln!(
+                "repo-search: run `repo-search index` once, and `semantic` answers here are \
+                 re-ranked by MiniLM (a better ranking; `mcp` and `serve` do it by themselves)"
+            );
+        }
+    }
+
     async fn page(&mut self, args: &Value) -> Result<Value, Failure> {
         // A running server answers through the same freshness gate; without one, or when it
         // does not answer, this process refreshes by itself. A served error is an answer.

@@ -396,6 +396,17 @@ impl SemanticEngine {
         answer
     }
 
+    /// Whether [`RerankPolicy::Kept`] serves the hybrid ranking only because the index keeps too
+    /// few of MiniLM's vectors: MiniLM is installed, and the store has at most
+    /// [`KEPT_CHUNKS_LIMIT`] live chunks, too few of which have a kept vector.
+    pub(crate) fn rerank_awaits_vectors(&self) -> bool {
+        self.policy == RerankPolicy::Kept
+            && MiniLm::dim_in(&self.model_dir).is_some()
+            && self.store().is_some_and(|s| {
+                (1..=KEPT_CHUNKS_LIMIT).contains(&s.live_chunks()) && !self.kept_vectors_cover(&s)
+            })
+    }
+
     /// Computes and keeps MiniLM's vector of every live chunk of the committed store that has
     /// none, for [`RerankPolicy::Kept`], on at most `threads` threads: when the store has at most
     /// [`KEPT_CHUNKS_LIMIT`] live chunks and MiniLM is installed. It catches nothing up (a

@@ -167,11 +167,17 @@ fn scored_hits(result: &Value) -> Vec<(String, f64)> {
 }
 
 /// `repo-search index` keeps MiniLM's vector of every chunk of a small repository, and
-/// `semantic` then re-ranks by default: the `--rerank` answer, not the hybrid one.
+/// `semantic` then re-ranks by default: the `--rerank` answer, not the hybrid one. Until then a
+/// search says so.
 #[test]
 fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
     let dir = functions();
     let model = model_dir();
+    let query = "open a network connection";
+    let hint = "run `repo-search index` once";
+    let (code, _, stderr) = semantic_search(dir.path(), Some(&model), query);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(hint), "no hint: {stderr}");
     let cache = tempfile::tempdir().unwrap();
     let out = command(Some(&model), cache.path())
         .args(["index", "--root"])
@@ -184,10 +190,10 @@ fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
         stderr.contains("kept MiniLM vectors of 4 of 4 chunks (4 computed"),
         "{stderr}"
     );
-    let query = "open a network connection";
     let ask = |more: &[&str]| {
         let (code, result, stderr) = semantic_search_with(dir.path(), Some(&model), query, more);
         assert_eq!(code, 0, "{stderr}");
+        assert!(!stderr.contains(hint), "a hint with every vector kept: {stderr}");
         scored_hits(&result)
     };
     let default = ask(&[]);

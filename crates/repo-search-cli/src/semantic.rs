@@ -438,19 +438,12 @@ impl SemanticEngine {
             return Ok(KeptVectors::NoMiniLm);
         };
         let files = store.live_chunk_hashes();
-        let (missing_files, live_kept): (Vec<_>, Vec<_>) = {
+        let missing_files: Vec<&(String, Vec<[u8; HASH_BYTES]>)> = {
             let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let missing = files
+            files
                 .iter()
                 .filter(|(_, hashes)| hashes.iter().any(|h| !cache.contains_key(h)))
-                .cloned()
-                .collect();
-            let kept = files
-                .iter()
-                .flat_map(|(_, hashes)| hashes)
-                .filter_map(|h| Some((*h, cache.get(h)?.clone())))
-                .collect();
-            (missing, kept)
+                .collect()
         };
         let root =
             RootDir::open(index.root()).map_err(|source| semantic_index::StoreError::Io {
@@ -460,14 +453,15 @@ impl SemanticEngine {
         // What MiniLM reads of each missing chunk, found by its hash in its file as it reads
         // now: a file changed since the store read it holds none of them, and is skipped.
         let mut todo: Vec<([u8; HASH_BYTES], String)> = Vec::new();
+        let mut queued = std::collections::HashSet::new();
         let mut skipped = 0;
-        for (path, hashes) in &missing_files {
+        for (path, hashes) in missing_files {
             let chunks = read_text(&root, path)
                 .map(|text| semantic_index::chunk_file(path, &text))
                 .unwrap_or_default();
             let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
             for hash in hashes {
-                if cache.contains_key(hash) || todo.iter().any(|(h, _)| h == hash) {
+                if cache.contains_key(hash) || !queued.insert(*hash) {
                     continue;
                 }
                 match chunks.iter().find(|c| c.hash[..HASH_BYTES] == *hash) {
@@ -479,6 +473,14 @@ impl SemanticEngine {
         // The log holds every vector any process computed, for chunks long gone too: make room
         // by keeping only the live ones.
         if reranker.log.records_on_disk() + todo.len() > RERANK_LOG_VECTORS {
+            let live_kept: Vec<([u8; HASH_BYTES], Vec<f32>)> = {
+                let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+                files
+                    .iter()
+                    .flat_map(|(_, hashes)| hashes)
+                    .filter_map(|h| Some((*h, cache.get(h)?.clone())))
+                    .collect()
+            };
             reranker
                 .log
                 .rewrite(&live_kept)

@@ -193,7 +193,10 @@ fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
     let ask = |more: &[&str]| {
         let (code, result, stderr) = semantic_search_with(dir.path(), Some(&model), query, more);
         assert_eq!(code, 0, "{stderr}");
-        assert!(!stderr.contains(hint), "a hint with every vector kept: {stderr}");
+        assert!(
+            !stderr.contains(hint),
+            "a hint with every vector kept: {stderr}"
+        );
         scored_hits(&result)
     };
     let default = ask(&[]);

@@ -125,6 +125,37 @@ fn keep_rerank_vectors_in_background(
     changed
 }
 
+/// A progress bar on stderr when it is a terminal, and nothing otherwise.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn on_terminal(template: &str) -> Progress {
+        Progress(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+                let bar = indicatif::ProgressBar::new(0);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(template)
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                bar
+            }),
+        )
+    }
+
+    fn set(&self, done: usize, total: usize) {
+        if let Some(b) = &self.0 {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+        }
+    }
+
+    fn finish(self) {
+        if let Some(b) = self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
 /// How long a watching host waits for its cookie before it walks instead.
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -364,25 +395,11 @@ impl Host {
     pub(crate) fn rebuild(&self) -> Result<Refresh, HostError> {
         let index = self.index()?;
         let head = self.head();
-        let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "indexing {bar:40} {pos}/{len} files ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        });
+        let bar = Progress::on_terminal("indexing {bar:40} {pos}/{len} files ({elapsed})");
         let stats = index.build_with_progress(&format!("{head}+rebuilt"), &mut |done, total| {
-            if let Some(b) = &bar {
-                b.set_length(total as u64);
-                b.set_position(done as u64);
-            }
+            bar.set(done, total)
         })?;
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        bar.finish();
         // Attest the regular `<head>+g<generation>` revision right away.
         let r = index.refresh(&head, None)?;
         if let Some(engine) = &self.semantic {
@@ -408,30 +425,14 @@ impl Host {
         let (Some(engine), index) = (&self.semantic, self.index()?) else {
             return Ok(None);
         };
-        let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "re-rank vectors {bar:40} {pos}/{len} chunks ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        });
+        let bar = Progress::on_terminal("re-rank vectors {bar:40} {pos}/{len} chunks ({elapsed})");
         let kept = engine
-            .keep_rerank_vectors(index, usize::MAX, &mut |done, total| {
-                if let Some(b) = &bar {
-                    b.set_length(total as u64);
-                    b.set_position(done as u64);
-                }
-            })
+            .keep_rerank_vectors(index, usize::MAX, &mut |done, total| bar.set(done, total))
             .map_err(|e| match e {
                 semantic_index::StoreError::Busy => HostError::Busy,
                 _ => HostError::IndexFailed,
             })?;
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        bar.finish();
         Ok(Some(kept))
     }
 

@@ -5,12 +5,11 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
-use support::{BIN, model_dir, repo, write};
+use support::{BIN, McpServer, model_dir, repo, write};
 
 /// A command of the binary that finds a model only where `model` says (`None`: nowhere, since
 /// the per-user cache directory is an empty temporary one).
@@ -166,6 +165,11 @@ fn scored_hits(result: &Value) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// `repo-search mcp` on `root`, after its handshake, finding a model only where `model` says.
+fn mcp_server(root: &Path, model: Option<&Path>, cache: &Path) -> McpServer {
+    McpServer::spawn_command(command(model, cache).args(["mcp", "--root"]).arg(root)).handshake()
+}
+
 /// `repo-search index` keeps MiniLM's vector of every chunk of a small repository, and
 /// `semantic` then re-ranks by default: the `--rerank` answer, not the hybrid one. Until then a
 /// search says so.
@@ -212,55 +216,16 @@ fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
 /// `semantic` call built the store: its answers then are the `--rerank` ones.
 #[test]
 fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
-    use std::io::BufRead;
     let dir = functions();
     let model = model_dir();
     let cache = tempfile::tempdir().unwrap();
-    let mut child = command(Some(&model), cache.path())
-        .args(["mcp", "--root"])
-        .arg(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, replies) = std::sync::mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Ok(v) = serde_json::from_str(&line)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    for line in [
-        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": support::initialize_params() }),
-        support::initialized_notification(),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
+    let mut server = mcp_server(dir.path(), Some(&model), cache.path());
     let query = "open a network connection";
-    let mut call = |id: u64| {
-        let arguments = json!({ "query": query, "mode": "semantic" });
-        let line = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
-                           "params": support::tool_call_params(arguments) });
-        writeln!(stdin, "{line}").unwrap();
-        loop {
-            let reply = replies
-                .recv_timeout(support::LIMIT)
-                .expect("a tools/call reply");
-            if reply["id"] == id {
-                return scored_hits(&reply["result"]["structuredContent"]);
-            }
-        }
+    let mut ask = || {
+        let result = server.call(json!({ "query": query, "mode": "semantic" }));
+        scored_hits(&result["structuredContent"])
     };
-    let first = call(2);
+    let first = ask();
     // Four chunks: a header, then four records of a marker, a hash, 384 half floats and a CRC.
     let log = dir.path().join(".git/repo-search/semantic-rerank.vectors");
     let full = 40 + 4 * (4 + 16 + 2 * 384 + 4);
@@ -272,10 +237,8 @@ fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let later = call(3);
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    let later = ask();
+    drop(server);
     let (_, reranked, _) = semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
     assert_eq!(later, scored_hits(&reranked));
     assert_ne!(
@@ -330,29 +293,7 @@ fn without_the_model_semantic_is_unsupported_and_says_how_to_install_it() {
 /// says.
 fn mcp_modes(root: &Path, model: Option<&Path>) -> Vec<String> {
     let cache = tempfile::tempdir().unwrap();
-    let mut child = command(model, cache.path())
-        .args(["mcp", "--root"])
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for line in [
-        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": support::initialize_params() }),
-        support::initialized_notification(),
-        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} }),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let listed: Value = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["id"] == 2)
-        .expect("a tools/list reply");
+    let listed = mcp_server(root, model, cache.path()).request("tools/list", json!({}));
     listed["result"]["tools"][0]["inputSchema"]["properties"]["mode"]["enum"]
         .as_array()
         .expect("a mode enum")

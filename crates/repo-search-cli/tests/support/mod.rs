@@ -89,9 +89,15 @@ pub struct McpServer {
 impl McpServer {
     /// Starts the server on `root` without any handshake, so a test can pipeline its first lines.
     pub fn spawn(root: &Path) -> McpServer {
-        let mut child = Command::new(BIN)
-            .args(["mcp", "--root"])
-            .arg(root)
+        let mut command = Command::new(BIN);
+        command.args(["mcp", "--root"]).arg(root);
+        McpServer::spawn_command(&mut command)
+    }
+
+    /// Starts `command` (the binary with `mcp` and its options, and any environment) without
+    /// any handshake.
+    pub fn spawn_command(command: &mut Command) -> McpServer {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -120,14 +126,18 @@ impl McpServer {
 
     /// Starts the server on `root` and completes the MCP handshake.
     pub fn start(root: &Path) -> McpServer {
-        let mut server = McpServer::spawn(root);
-        let init = server.request("initialize", initialize_params());
+        McpServer::spawn(root).handshake()
+    }
+
+    /// Completes the MCP handshake.
+    pub fn handshake(mut self) -> McpServer {
+        let init = self.request("initialize", initialize_params());
         assert_eq!(
             init["result"]["serverInfo"]["name"], "repo-search",
             "{init}"
         );
-        server.send(&initialized_notification());
-        server
+        self.send(&initialized_notification());
+        self
     }
 
     pub fn send(&mut self, line: &Value) {

@@ -6,7 +6,7 @@
 //! nothing.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,22 +103,36 @@ pub(crate) struct Host {
 
 /// Starts the thread a long-lived host keeps MiniLM's vectors of the store's chunks with
 /// ([`SemanticEngine::keep_rerank_vectors`], on one thread so that queries keep a core): once
-/// now, for a store an earlier process built, then whenever the returned sender says the store
-/// changed. It ends when the sender is dropped with the host. A failure costs only the
-/// re-rank, which the default policy then does not serve.
+/// now, for a store an earlier process built, then whenever it is woken: by this host's refresh
+/// when it changed the store, or by a query that found too few vectors kept (another process
+/// changed the store, or kept vectors). A pass runs only when the store's version or the log
+/// changed since the last one. The thread ends when the host, and with it every sender, is
+/// gone. A failure costs only the re-rank, which the default policy then does not serve.
 fn keep_rerank_vectors_in_background(
     engine: Arc<SemanticEngine>,
     index: Arc<EmbeddedIndex>,
 ) -> SyncSender<()> {
     // One pending signal is enough: a pass reads the store as it is when it starts.
     let (changed, wake) = std::sync::mpsc::sync_channel::<()>(1);
+    engine.wake_keeper_with(changed.clone());
     let _ = std::thread::Builder::new()
         .name("rerank-vectors".into())
         .spawn(move || {
+            let mut last = None;
             loop {
-                let _ = engine.keep_rerank_vectors(&index, 1, &mut |_, _| {});
-                if wake.recv().is_err() {
-                    return;
+                let now = engine.kept_vectors_state();
+                if now.is_some() && now != last {
+                    let _ = engine.keep_rerank_vectors(&index, 1, &mut |_, _| {});
+                    last = engine.kept_vectors_state();
+                }
+                // The engine holds a sender too, so the channel outlives the host: every few
+                // seconds the thread looks whether it alone still holds the engine.
+                loop {
+                    match wake.recv_timeout(Duration::from_secs(5)) {
+                        Ok(()) => break,
+                        Err(RecvTimeoutError::Timeout) if Arc::strong_count(&engine) > 1 => {}
+                        Err(_) => return,
+                    }
                 }
             }
         });

@@ -286,15 +286,20 @@ fn report_kept_vectors(kept: Option<semantic::KeptVectors>) {
              whose MiniLM vectors the index keeps (--rerank re-ranks anyway, embedding as it goes)",
             semantic::KEPT_CHUNKS_LIMIT
         ),
+        Some(KeptVectors::Busy) => eprintln!(
+            "another process (a `repo-search mcp` or `serve`, or another `index`) is keeping \
+             MiniLM's vectors now: semantic answers are re-ranked once it is done"
+        ),
         Some(KeptVectors::Kept {
             live,
             computed,
             skipped,
+            unkept,
             seconds,
         }) => {
             eprintln!(
                 "kept MiniLM vectors of {} of {live} chunks ({computed} computed in {seconds:.1} s)",
-                live - skipped
+                live.saturating_sub(skipped + unkept)
             );
         }
     }
@@ -470,7 +475,15 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
             if location.rerank != RerankArg::Never {
-                report_kept_vectors(host.keep_rerank_vectors()?);
+                // The vectors are a cache: failing to keep them fails no index.
+                match host.keep_rerank_vectors() {
+                    Ok(kept) => report_kept_vectors(kept),
+                    Err(e) => eprintln!(
+                        "repo-search: MiniLM's vectors were not kept ({}); semantic answers \
+                         are not re-ranked by default",
+                        Failure::from(e).message()
+                    ),
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

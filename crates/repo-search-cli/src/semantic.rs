@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
@@ -23,7 +24,8 @@ use index_contract::{
 use index_guard::Scope;
 use search_profile::{PathFilter, RootDir};
 use semantic_index::{
-    HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, StoreHit, VectorLog, rank::Weights,
+    Appended, HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, StoreHit, VectorLog,
+    rank::Weights,
 };
 
 /// The environment variable naming the model directory when `--model-dir` is not given.
@@ -104,6 +106,9 @@ pub(crate) struct SemanticEngine {
     /// Whether the kept vectors cover the store version named (revision, generation), as
     /// [`RerankPolicy::Kept`] last judged it.
     covered: Mutex<Option<((String, u64), bool)>>,
+    /// A long-lived host's background pass (`host::keep_rerank_vectors_in_background`), told
+    /// when a query finds too few vectors kept: another process may have changed the store.
+    wake_keeper: OnceLock<SyncSender<()>>,
 }
 
 /// What [`SemanticEngine::keep_rerank_vectors`] did.
@@ -113,12 +118,16 @@ pub(crate) enum KeptVectors {
     TooManyChunks { live: usize },
     /// MiniLM is not installed beside the static model: nothing was computed.
     NoMiniLm,
+    /// Another process (a server's background pass, another `index`) is keeping them now.
+    Busy,
     /// Every live chunk's vector is kept, but those of `skipped` chunks whose files changed on
-    /// disk since the store read them (the next refresh catches them up).
+    /// disk since the store read them (the next refresh catches them up) and of `unkept` ones
+    /// computed but not written (the log stayed locked or full: they are computed again).
     Kept {
         live: usize,
         computed: usize,
         skipped: usize,
+        unkept: usize,
         seconds: f64,
     },
 }
@@ -144,8 +153,9 @@ struct Reranker {
 const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 25_000 };
 
 /// Chunk vectors the kept file holds (half floats: about 20 MB, read in milliseconds when a
-/// re-ranking process starts). An append past it starts the file over; filling the index
-/// rewrites it with the live chunks' vectors first.
+/// re-ranking process starts). Past it a query keeps nothing more for a store a pass keeps
+/// vectors for (the pass rewrites the file with the live chunks' vectors), and starts the file
+/// over for a larger store.
 const RERANK_LOG_VECTORS: usize = if cfg!(test) { 64 } else { 25_000 };
 
 /// Chunks MiniLM embeds per call while it fills the index, so that progress is kept (and
@@ -176,15 +186,16 @@ impl Reranker {
     }
 
     /// Appends `entries` to the log, waiting up to a second for a writer that holds it: the
-    /// vectors of a fill are worth a wait that a search's are not.
-    fn append_waiting(&self, entries: &[([u8; HASH_BYTES], Vec<f32>)]) -> std::io::Result<()> {
+    /// vectors of a fill are worth a wait that a search's are not. Whether they were kept.
+    fn append_waiting(&self, entries: &[([u8; HASH_BYTES], Vec<f32>)]) -> std::io::Result<bool> {
         for _ in 0..200 {
-            if self.log.append(entries)? {
-                return Ok(());
+            match self.log.append(entries)? {
+                Appended::Kept => return Ok(true),
+                Appended::Full => return Ok(false),
+                Appended::Busy => std::thread::sleep(std::time::Duration::from_millis(5)),
             }
-            std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        Ok(())
+        Ok(false)
     }
 
     /// MiniLM's kept vectors of `texts` (chunks' `rerank_text`, cut at the weights' word
@@ -214,6 +225,7 @@ impl Reranker {
     fn rerank(
         &self,
         weights: &Weights,
+        store: &Store,
         root: &RootDir,
         query: &str,
         hits: &mut [StoreHit],
@@ -281,13 +293,27 @@ impl Reranker {
             let kept: Vec<([u8; HASH_BYTES], Vec<f32>)> =
                 new.iter().map(|(h, v)| (*h, v.clone())).collect();
             // A cache: a log that cannot be written (a full disk, a read-only index directory)
-            // costs the next process these vectors, never this answer.
-            let _ = self.log.append(&kept);
+            // costs the next process these vectors, never this answer. A full log of a store
+            // that a pass keeps vectors for is made room in by that pass, which knows the live
+            // chunks; nothing compacts one of a larger store, so it starts over.
+            if let Ok(Appended::Full) = self.log.append(&kept)
+                && store.live_chunks() > KEPT_CHUNKS_LIMIT
+            {
+                let _ = self.log.rewrite(&kept);
+            }
         }
-        {
+        if !new.is_empty() {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if cache.len() + new.len() > RERANK_CACHE_VECTORS {
-                cache.clear();
+                // The live chunks' vectors stay, so that a store whose vectors are kept stays
+                // covered; the others (chunks edited away) go first.
+                if store.live_chunks() <= KEPT_CHUNKS_LIMIT {
+                    let live = live_hashes(store);
+                    cache.retain(|h, _| live.contains(h));
+                }
+                if cache.len() + new.len() > RERANK_CACHE_VECTORS {
+                    cache.clear();
+                }
             }
             cache.extend(new);
         }
@@ -331,6 +357,7 @@ impl SemanticEngine {
             policy: RerankPolicy::Never,
             reranker: OnceLock::new(),
             covered: Mutex::new(None),
+            wake_keeper: OnceLock::new(),
         })
     }
 
@@ -409,24 +436,39 @@ impl SemanticEngine {
 
     /// Computes and keeps MiniLM's vector of every live chunk of the committed store that has
     /// none, for [`RerankPolicy::Kept`], on at most `threads` threads: when the store has at most
-    /// [`KEPT_CHUNKS_LIMIT`] live chunks and MiniLM is installed. It catches nothing up (a
-    /// background pass must never hold the store's writer lock against a query): the caller
-    /// refreshes first. The log is first rewritten with only the live chunks' vectors when the
-    /// new ones would not fit beside the old. The vectors are appended a batch at a time, so a
-    /// process killed meanwhile loses one batch. `progress` is told (computed so far, to
-    /// compute) after each batch.
+    /// [`KEPT_CHUNKS_LIMIT`] live chunks and MiniLM is installed. One process at a time (a lock
+    /// file beside the log): another's pass answers [`KeptVectors::Busy`]. It catches nothing up
+    /// (a background pass must never hold the store's writer lock against a query): the caller
+    /// refreshes first. It starts from the log as it is (vectors another process kept count),
+    /// and rewrites it with only the live chunks' vectors when the dead ones would crowd the
+    /// new. The vectors are appended a batch at a time, so a process killed meanwhile loses one
+    /// batch. `progress` is told (computed so far, to compute) after each batch.
     pub(crate) fn keep_rerank_vectors(
         &self,
         index: &EmbeddedIndex,
         threads: usize,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<KeptVectors, semantic_index::StoreError> {
+        let kept = self.keep_rerank_vectors_now(index, threads, progress);
+        // Whatever the pass did, coverage is judged again.
+        *self.covered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        kept
+    }
+
+    fn keep_rerank_vectors_now(
+        &self,
+        index: &EmbeddedIndex,
+        threads: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<KeptVectors, semantic_index::StoreError> {
         let started = Instant::now();
+        let io = |path: PathBuf| move |source| semantic_index::StoreError::Io { path, source };
         let Some(store) = self.store() else {
             return Ok(KeptVectors::Kept {
                 live: 0,
                 computed: 0,
                 skipped: 0,
+                unkept: 0,
                 seconds: 0.0,
             });
         };
@@ -437,19 +479,32 @@ impl SemanticEngine {
         let Some(reranker) = self.reranker() else {
             return Ok(KeptVectors::NoMiniLm);
         };
+        let lock_path = self.dir.with_file_name("semantic-rerank.lock");
+        let lock =
+            search_profile::open_or_create_regular(&lock_path).map_err(io(lock_path.clone()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(KeptVectors::Busy),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(lock_path)(e)),
+        }
+        let log_path = rerank_log_path(&self.dir);
         let files = store.live_chunk_hashes();
+        let live_set: std::collections::HashSet<[u8; HASH_BYTES]> =
+            files.iter().flat_map(|(_, h)| h.iter().copied()).collect();
+        // The log as it is now: what other processes kept since this one read it counts.
         let missing_files: Vec<&(String, Vec<[u8; HASH_BYTES]>)> = {
-            let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+            for (hash, vector) in reranker.log.read() {
+                if live_set.contains(&hash) {
+                    cache.insert(hash, vector);
+                }
+            }
             files
                 .iter()
                 .filter(|(_, hashes)| hashes.iter().any(|h| !cache.contains_key(h)))
                 .collect()
         };
-        let root =
-            RootDir::open(index.root()).map_err(|source| semantic_index::StoreError::Io {
-                path: index.root().to_path_buf(),
-                source,
-            })?;
+        let root = RootDir::open(index.root()).map_err(io(index.root().to_path_buf()))?;
         // What MiniLM reads of each missing chunk, found by its hash in its file as it reads
         // now: a file changed since the store read it holds none of them, and is skipped.
         let mut todo: Vec<([u8; HASH_BYTES], String)> = Vec::new();
@@ -470,26 +525,23 @@ impl SemanticEngine {
                 }
             }
         }
-        // The log holds every vector any process computed, for chunks long gone too: make room
-        // by keeping only the live ones.
-        if reranker.log.records_on_disk() + todo.len() > RERANK_LOG_VECTORS {
+        // The log holds every vector any process kept, for chunks long gone too: keep only the
+        // live ones when the dead would crowd the new (a tenth of the log's room is left free
+        // for the vectors queries compute between passes).
+        if reranker.log.records_on_disk() + todo.len() > live + RERANK_LOG_VECTORS / 10 {
             let live_kept: Vec<([u8; HASH_BYTES], Vec<f32>)> = {
                 let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
-                files
+                live_set
                     .iter()
-                    .flat_map(|(_, hashes)| hashes)
                     .filter_map(|h| Some((*h, cache.get(h)?.clone())))
                     .collect()
             };
             reranker
                 .log
                 .rewrite(&live_kept)
-                .map_err(|source| semantic_index::StoreError::Io {
-                    path: rerank_log_path(&self.dir),
-                    source,
-                })?;
+                .map_err(io(log_path.clone()))?;
         }
-        let mut computed = 0;
+        let (mut computed, mut unkept) = (0, 0);
         progress(0, todo.len());
         for batch in todo.chunks(FILL_BATCH) {
             let texts: Vec<&str> = batch.iter().map(|(_, t)| t.as_str()).collect();
@@ -498,27 +550,47 @@ impl SemanticEngine {
             };
             let entries: Vec<([u8; HASH_BYTES], Vec<f32>)> =
                 batch.iter().map(|(h, _)| *h).zip(vectors).collect();
-            reranker
-                .append_waiting(&entries)
-                .map_err(|source| semantic_index::StoreError::Io {
-                    path: rerank_log_path(&self.dir),
-                    source,
-                })?;
+            // In memory first: a reader of this process that sees the log grown sees these.
             reranker
                 .cache
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .extend(entries);
+                .extend(entries.iter().cloned());
+            if !reranker
+                .append_waiting(&entries)
+                .map_err(io(log_path.clone()))?
+            {
+                unkept += entries.len();
+            }
             computed += batch.len();
             progress(computed, todo.len());
         }
-        *self.covered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // The chunks edited away since go first when the cache is full.
+        reranker
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|h, _| live_set.contains(h));
         Ok(KeptVectors::Kept {
             live,
             computed,
             skipped,
+            unkept,
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// What a background pass would start from: the store's version and the log's length.
+    /// Unchanged since the last pass, a new one would find nothing to do.
+    pub(crate) fn kept_vectors_state(&self) -> Option<(String, u64, u64)> {
+        let store = self.store()?;
+        let log = std::fs::symlink_metadata(rerank_log_path(&self.dir)).map_or(0, |m| m.len());
+        Some((store.revision().to_owned(), store.generation(), log))
+    }
+
+    /// Tells the background pass, when there is one, that a query found too few vectors kept.
+    pub(crate) fn wake_keeper_with(&self, wake: SyncSender<()>) {
+        let _ = self.wake_keeper.set(wake);
     }
 
     /// The committed store, reloaded when another process committed since.
@@ -645,10 +717,16 @@ impl SemanticEngine {
         let reranker = match self.policy {
             RerankPolicy::Never => None,
             RerankPolicy::Always => self.reranker(),
-            RerankPolicy::Kept => self
-                .kept_vectors_cover(&store)
-                .then(|| self.reranker())
-                .flatten(),
+            RerankPolicy::Kept => {
+                let covered = self.kept_vectors_cover(&store);
+                if !covered
+                    && (1..=KEPT_CHUNKS_LIMIT).contains(&store.live_chunks())
+                    && let Some(wake) = self.wake_keeper.get()
+                {
+                    let _ = wake.try_send(());
+                }
+                covered.then(|| self.reranker()).flatten()
+            }
         };
         let mut hits = match reranker {
             None => store.search(&self.statics, &request.query, &self.weights, &keep, limit),
@@ -663,7 +741,7 @@ impl SemanticEngine {
                     limit.max(depth),
                 );
                 if let Ok(root) = RootDir::open(root) {
-                    reranker.rerank(&self.weights, &root, &request.query, &mut hits);
+                    reranker.rerank(&self.weights, &store, &root, &request.query, &mut hits);
                 }
                 hits
             }
@@ -691,6 +769,15 @@ impl SemanticEngine {
 /// directory.
 fn rerank_log_path(store_dir: &Path) -> PathBuf {
     store_dir.with_file_name("semantic-rerank.vectors")
+}
+
+/// The content hashes of the store's live chunks.
+fn live_hashes(store: &Store) -> std::collections::HashSet<[u8; HASH_BYTES]> {
+    store
+        .live_chunk_hashes()
+        .into_iter()
+        .flat_map(|(_, hashes)| hashes)
+        .collect()
 }
 
 /// A store version and the trigram index's status and digest of the snapshot it attests.
@@ -1145,7 +1232,8 @@ mod tests {
     }
 
     /// The default policy serves the hybrid ranking until the index keeps MiniLM's vector of
-    /// every chunk; from then on it serves exactly the `--rerank` answer, embedding nothing.
+    /// every chunk; from then on it serves exactly the `--rerank` answer, embedding nothing. The
+    /// pass's vectors (one thread, its own batches) are the ones a query computes.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kept_vectors_turn_the_rerank_on_by_default() {
         let (repo, store) = two_functions();
@@ -1159,12 +1247,14 @@ mod tests {
             hybrid,
             "re-ranked with no vector kept"
         );
+        // Embedded by a query, then forgotten.
+        let at_query_time = ask(engine_with(&index, store.path(), RerankPolicy::Always)).await;
+        let log = store.path().join("semantic-rerank.vectors");
+        std::fs::remove_file(&log).unwrap();
         let filler = engine_with(&index, store.path(), RerankPolicy::Kept);
         let mut reported = Vec::new();
         let kept = filler
-            .keep_rerank_vectors(&index, usize::MAX, &mut |done, total| {
-                reported.push((done, total))
-            })
+            .keep_rerank_vectors(&index, 1, &mut |done, total| reported.push((done, total)))
             .unwrap();
         let KeptVectors::Kept {
             live,
@@ -1177,15 +1267,11 @@ mod tests {
         };
         assert_eq!((computed, skipped), (live, 0), "{kept:?}");
         assert_eq!(reported.last(), Some(&(live, live)));
-        let log = store.path().join("semantic-rerank.vectors");
         let size = std::fs::metadata(&log).unwrap().len();
-        // A new process re-ranks by default, as `--rerank` does.
+        // A new process re-ranks by default, as `--rerank` did.
         let reranked = ask(engine_with(&index, store.path(), RerankPolicy::Kept)).await;
         assert_ne!(reranked, hybrid, "not re-ranked with every vector kept");
-        assert_eq!(
-            reranked,
-            ask(engine_with(&index, store.path(), RerankPolicy::Always)).await
-        );
+        assert_eq!(reranked, at_query_time);
         assert_eq!(
             std::fs::metadata(&log).unwrap().len(),
             size,
@@ -1198,6 +1284,30 @@ mod tests {
         assert!(
             matches!(again, KeptVectors::Kept { computed: 0, .. }),
             "{again:?}"
+        );
+    }
+
+    /// One pass at a time: a pass that finds another process's lock computes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_pass_at_once_is_busy_and_computes_nothing() {
+        let (repo, store) = two_functions();
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let held = std::fs::File::create(store.path().join("semantic-rerank.lock")).unwrap();
+        held.lock().unwrap();
+        let engine = engine_with(&index, store.path(), RerankPolicy::Kept);
+        let kept = engine
+            .keep_rerank_vectors(&index, 1, &mut |_, _| {})
+            .unwrap();
+        assert_eq!(kept, KeptVectors::Busy);
+        assert!(!store.path().join("semantic-rerank.vectors").exists());
+        held.unlock().unwrap();
+        let kept = engine
+            .keep_rerank_vectors(&index, 1, &mut |_, _| {})
+            .unwrap();
+        assert!(
+            matches!(kept, KeptVectors::Kept { computed: 2, .. }),
+            "{kept:?}"
         );
     }
 

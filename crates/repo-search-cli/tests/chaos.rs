@@ -365,7 +365,9 @@ fn submodule_edits_and_parent_ignore_files_stay_fresh() {
 /// Agents call tools in parallel: processes asking `semantic` while files change must never fail.
 /// Each process catches the shared store up to its own view of the trigram index, so one can
 /// commit an older view between another's catch-up and its query; that query must catch up again
-/// rather than answer `ERR_PRISM_INDEX_STALE`.
+/// rather than answer `ERR_PRISM_INDEX_STALE`. `index` keeps MiniLM's vectors of the small tree,
+/// so every answer is re-ranked, and each process embeds the edited chunks and appends them to
+/// the shared log; an MCP server beside them keeps vectors in the background as well.
 #[test]
 fn parallel_semantic_processes_with_edits_never_fail() {
     use std::sync::atomic::AtomicBool;
@@ -415,9 +417,25 @@ fn parallel_semantic_processes_with_edits_never_fail() {
                 })
             })
             .collect();
+        let server = s.spawn(|| {
+            let mut c = command(&model, cache.path());
+            c.args(["mcp", "--root"]).arg(&root);
+            let mut server = support::McpServer::spawn_command(&mut c).handshake();
+            for round in 0..8 {
+                let query = ["a function that returns a needle", "module code"][round % 2];
+                let result = server.call(serde_json::json!({ "query": query, "mode": "semantic" }));
+                if result["isError"] != false {
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("server round {round}: {result}"));
+                }
+            }
+        });
         for w in workers {
             w.join().unwrap();
         }
+        server.join().unwrap();
         stop.store(true, Ordering::Relaxed);
     });
     let failures = failures.into_inner().unwrap();

@@ -41,7 +41,7 @@ pub use store::{
     SourceFile, Store, StoreError, StoreHit, model_id, version_of,
 };
 pub use text::{for_embedding, identifier_words, sub_tokens};
-pub use vector_log::{ChunkHash, VectorLog, kept};
+pub use vector_log::{Appended, ChunkHash, VectorLog, kept};
 
 /// Why a model could not be loaded, built or stored.
 #[derive(Debug, thiserror::Error)]

@@ -438,7 +438,11 @@ impl Store {
         // reading it again whole every eighth update would cost a one-file update a full build.
         let total: u32 = self.segments.iter().map(|s| s.n_chunks).sum();
         let small: Vec<usize> = (0..self.segments.len())
-            .filter(|&si| self.segments[si].n_chunks < SMALL_SEGMENT.min(total / 2))
+            .filter(|&si| {
+                let n = self.segments[si].n_chunks;
+                // A segment without chunks (binary or oversized files) is always small.
+                n < SMALL_SEGMENT && (n == 0 || n < total / 2)
+            })
             .collect();
         let mut merged: HashSet<usize> = HashSet::new();
         let extra: Vec<SourceFile> = if small.len() >= MAX_SMALL_SEGMENTS && !upserts.is_empty() {

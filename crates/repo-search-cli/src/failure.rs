@@ -63,6 +63,8 @@ pub(crate) enum Failure {
     ModelMissing,
     /// `--rerank` was asked for, and MiniLM is not installed beside the static model.
     RerankModelMissing,
+    /// An MCP call's `root` is not one of the roots the client named.
+    RootNotOffered,
 }
 
 impl Failure {
@@ -78,7 +80,8 @@ impl Failure {
             | Failure::BackendReadOnly
             | Failure::BackendNotServed
             | Failure::ModelMissing
-            | Failure::RerankModelMissing => ErrorCode::Unsupported,
+            | Failure::RerankModelMissing
+            | Failure::RootNotOffered => ErrorCode::Unsupported,
             Failure::BackendUnreachable | Failure::BackendFailed => ErrorCode::Failed,
             Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
@@ -140,6 +143,10 @@ impl Failure {
                 "--rerank needs MiniLM (model.safetensors, config.json, tokenizer.json) in the \
                  model directory, and it could not be loaded"
             }
+            Failure::RootNotOffered => {
+                "`root` must be one of the workspace roots the client named, as the tool's \
+                 schema lists them"
+            }
         };
         fixed.to_owned()
     }
@@ -188,6 +195,7 @@ impl Failure {
                  model together in target/tools/models/all-minilm-l6-v2: pass that directory as \
                  --model-dir, or leave out --rerank"
             }
+            Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
             Failure::ModelMissing => {
                 "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
                  and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
@@ -261,6 +269,7 @@ impl From<crate::host::HostError> for Failure {
             HostError::IndexFailed => Failure::RefreshFailed(ErrorCode::Failed),
             HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
             HostError::RerankModelMissing => Failure::RerankModelMissing,
+            HostError::DeadlineUnusable => Failure::Usage,
         }
     }
 }
@@ -287,6 +296,7 @@ mod tests {
             (HostError::IndexFailed, ErrorCode::Failed),
             (HostError::Busy, ErrorCode::Timeout),
             (HostError::RerankModelMissing, ErrorCode::Unsupported),
+            (HostError::DeadlineUnusable, ErrorCode::Unsupported),
         ] {
             let f = Failure::from(e);
             assert_eq!(f.code(), code, "{e:?}");

@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use embedded_index::{EmbeddedIndex, EmbeddedIndexError, RefreshKind};
-use index_contract::{SearchMode, limits::DEFAULT_DEADLINE_MS};
+use index_contract::{
+    SearchMode,
+    limits::{DEFAULT_DEADLINE_MS, SearchLimits},
+};
 use literal_search::LiteralSearch;
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
 use serde::Serialize;
@@ -37,6 +40,8 @@ pub(crate) enum HostError {
     IndexFailed,
     /// Another writer held the index past this call's deadline.
     Busy,
+    /// `--deadline-ms` is outside the caps the contract allows.
+    DeadlineUnusable,
     /// `--rerank` was asked for, and MiniLM could not be loaded from the model directory.
     RerankModelMissing,
 }
@@ -99,6 +104,8 @@ pub(crate) struct Host {
     /// `Some` on a watching host that keeps the re-rank's vectors in the background: told after
     /// each refresh that changed the semantic store.
     rerank_vectors: Option<SyncSender<()>>,
+    /// The longest a query may take: a refresh waits for another writer no longer.
+    pub(crate) deadline: Duration,
 }
 
 /// Starts the thread a long-lived host keeps MiniLM's vectors of the store's chunks with
@@ -187,13 +194,19 @@ fn usable_dir(dir: &Path) -> bool {
 }
 
 /// The per-user cache directory for this worktree's index:
-/// `$XDG_CACHE_HOME/repo-search/<name>-<id>` (else `~/.cache/...`), where the id is derived from
-/// the worktree's canonical path.
+/// `$XDG_CACHE_HOME/repo-search/<name>-<id>` (else `~/.cache/...`; see [`worktree_dir_name`]).
 fn cache_dir(root: &Path) -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("repo-search").join(worktree_dir_name(root)))
+}
+
+/// A directory name of its own for the worktree at `root`: `<name>-<id>`, where the name is the
+/// worktree directory's (safe characters only, at most 40) and the id is derived from its
+/// canonical path.
+fn worktree_dir_name(root: &Path) -> String {
     let bytes = root.as_os_str().as_encoded_bytes();
     let reversed: Vec<u8> = bytes.iter().rev().copied().collect();
     let name: String = root
@@ -204,11 +217,19 @@ fn cache_dir(root: &Path) -> Option<PathBuf> {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .take(40)
         .collect();
-    Some(base.join("repo-search").join(format!(
+    format!(
         "{name}-{:08x}{:08x}",
         crc32fast::hash(bytes),
         crc32fast::hash(&reversed)
-    )))
+    )
+}
+
+/// The index directory of the worktree containing `dir` under `base`, when one `--index-dir`
+/// holds the indexes of several worktrees (an MCP server on its client's roots):
+/// `<base>/<name>-<id>`, named as in the cache directory.
+pub(crate) fn index_dir_under(base: &Path, dir: &Path) -> Result<PathBuf, HostError> {
+    let (root, _) = worktree_root(dir)?;
+    Ok(base.join(worktree_dir_name(&root)))
 }
 
 /// The worktree's canonical top directory for a directory inside it.
@@ -270,32 +291,68 @@ pub(crate) fn locate(
     Ok((root, index_dir))
 }
 
-impl Host {
-    /// Opens the host for the worktree containing `dir`. An indexed host keeps its index in
-    /// `index_dir`, or by default in this worktree's git directory (`<git-dir>/repo-search`),
-    /// or, when that is not writable, in the user's cache directory.
-    pub(crate) fn open(
-        dir: &Path,
-        index_dir: Option<&Path>,
-        modes: HostModes,
-    ) -> Result<Host, HostError> {
-        Host::open_with_model(dir, index_dir, modes, None)
+/// How a host is opened, beyond the directory it serves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OpenOptions<'a> {
+    /// Where the index lives; `None` for the default place ([`Host::open`]).
+    pub(crate) index_dir: Option<&'a Path>,
+    /// The modes served.
+    pub(crate) modes: HostModes,
+    /// `Some` to serve `semantic` too, when the model directory holds a static model that loads.
+    pub(crate) semantic: Option<SemanticSetup<'a>>,
+    /// The longest a query may take, its refresh included (`--deadline-ms`).
+    pub(crate) deadline: Duration,
+}
+
+impl OpenOptions<'_> {
+    /// The options of a host serving `modes` with the index in its default place, no `semantic`
+    /// and the default deadline.
+    pub(crate) fn new(modes: HostModes) -> OpenOptions<'static> {
+        OpenOptions {
+            index_dir: None,
+            modes,
+            semantic: None,
+            deadline: Duration::from_millis(DEFAULT_DEADLINE_MS),
+        }
     }
 
-    /// [`Host::open`], serving `semantic` too when `semantic`'s model directory holds a static
-    /// model that loads (an indexed host only): the store lives in `<index-dir>/semantic`.
-    pub(crate) fn open_with_model(
-        dir: &Path,
-        index_dir: Option<&Path>,
-        modes: HostModes,
-        semantic: Option<SemanticSetup<'_>>,
-    ) -> Result<Host, HostError> {
+    /// The caps a host's tool applies: the default caps with this deadline.
+    pub(crate) fn limits(&self) -> Result<SearchLimits, HostError> {
+        let d = SearchLimits::default();
+        SearchLimits::new(d.max_results(), d.snippet_bytes(), self.deadline)
+            .map_err(|_| HostError::DeadlineUnusable)
+    }
+}
+
+impl Host {
+    /// Opens the host for the worktree containing `dir`. An indexed host keeps its index in
+    /// `options.index_dir`, or by default in this worktree's git directory
+    /// (`<git-dir>/repo-search`), or, when that is not writable, in the user's cache directory.
+    /// With `options.semantic`, it serves `semantic` too when the model directory holds a
+    /// static model that loads (an indexed host only): the store lives in `<index-dir>/semantic`.
+    pub(crate) fn open(dir: &Path, options: &OpenOptions<'_>) -> Result<Host, HostError> {
+        let OpenOptions {
+            index_dir,
+            modes,
+            semantic,
+            deadline,
+        } = *options;
+        let limits = options.limits()?;
         let (root, git_dir) = worktree_root(dir)?;
-        let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| HostError::MissingRoot)?);
+        let fallback = Arc::new(
+            LiteralSearch::with_config(
+                &root,
+                literal_search::LiteralSearchConfig {
+                    limits,
+                    ..Default::default()
+                },
+            )
+            .map_err(|_| HostError::MissingRoot)?,
+        );
         if modes == HostModes::LiteralOnly {
             let tool = RepoSearchTool::new(fallback, &[SearchMode::Literal])
                 .map_err(|_| HostError::IndexFailed)?;
-            return Ok(Host::bare(root, tool));
+            return Ok(Host::bare(root, tool, deadline));
         }
         let index_dir = index_location(&root, &git_dir, index_dir)?;
         let index = Arc::new(
@@ -325,6 +382,7 @@ impl Host {
         };
         let config = IndexedOperationsConfig {
             allowed_modes: modes_served.clone(),
+            limits,
             ..IndexedOperationsConfig::default()
         };
         let ops = Arc::new(
@@ -353,6 +411,7 @@ impl Host {
             shared: None,
             semantic,
             rerank_vectors,
+            deadline,
         })
     }
 
@@ -361,16 +420,18 @@ impl Host {
         root: PathBuf,
         tool: RepoSearchTool,
         shared: Arc<crate::pg_host::Shared>,
+        deadline: Duration,
     ) -> Host {
         Host {
             shared: Some(shared),
-            ..Host::bare(root, tool)
+            ..Host::bare(root, tool, deadline)
         }
     }
 
     /// A host with no index of its own: its tool answers alone.
-    fn bare(root: PathBuf, tool: RepoSearchTool) -> Host {
+    fn bare(root: PathBuf, tool: RepoSearchTool, deadline: Duration) -> Host {
         Host {
+            deadline,
             root,
             git_dir: None,
             index: None,
@@ -471,7 +532,8 @@ impl Host {
             .clone()
             .filter(|_| mode == SearchMode::Semantic);
         let rerank_vectors = self.rerank_vectors.clone();
-        let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
+        let budget = self.deadline;
+        let deadline = Instant::now() + budget;
         let report = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
             let report = Host::refresh_index(&index, &root, &head, watcher.clone(), deadline)?;
@@ -487,7 +549,7 @@ impl Host {
                 if stats != semantic_index::CatchUp::default() {
                     // A long catch-up (a first build takes minutes) outlives the freshness window
                     // the index's refresh opened: look at the worktree again, and catch up again.
-                    let deadline = Instant::now() + Duration::from_millis(DEFAULT_DEADLINE_MS);
+                    let deadline = Instant::now() + budget;
                     Host::refresh_index(&index, &root, &head, watcher, deadline)?;
                     engine.catch_up(&index, None).map_err(failed)?;
                     if let Some(changed) = rerank_vectors {

@@ -66,11 +66,12 @@ impl Mode {
     }
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct Location {
-    /// A directory inside the worktree (default: the current directory).
-    #[arg(long, default_value = ".")]
-    root: PathBuf,
+    /// A directory inside the worktree (default: the current directory; for `mcp`, the client's
+    /// roots when it names them).
+    #[arg(long)]
+    root: Option<PathBuf>,
     /// Where the index lives (default: this worktree's git directory). Never inside the worktree.
     #[arg(long)]
     index_dir: Option<PathBuf>,
@@ -97,6 +98,15 @@ struct Location {
         require_equals = true
     )]
     rerank: RerankArg,
+    /// The longest a query may take, in milliseconds, its refresh included: an index query past
+    /// it fails with ERR_PRISM_INDEX_TIMEOUT, and a literal search stops with what it found.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = index_contract::limits::DEFAULT_DEADLINE_MS,
+        value_parser = clap::value_parser!(u64).range(1..=index_contract::limits::HARD_DEADLINE_MS)
+    )]
+    deadline_ms: u64,
 }
 
 /// `--rerank`'s values.
@@ -105,6 +115,18 @@ enum RerankArg {
     Never,
     Kept,
     Always,
+}
+
+impl Location {
+    /// The directory `--root` names, or the current directory.
+    fn root(&self) -> &std::path::Path {
+        self.root.as_deref().unwrap_or(std::path::Path::new("."))
+    }
+
+    /// The longest a query may take.
+    fn deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.deadline_ms)
+    }
 }
 
 impl From<RerankArg> for semantic::RerankPolicy {
@@ -308,16 +330,35 @@ fn report_kept_vectors(kept: Option<semantic::KeptVectors>) {
 /// Opens the host for a command: on the shared index when one is named and the command queries
 /// an index.
 async fn open_host(location: &Location, modes: host::HostModes) -> Result<host::Host, Failure> {
+    open_host_for(location, modes, false).await
+}
+
+/// [`open_host`], serving `semantic` too when `with_model` and the model is installed (on the
+/// embedded index; a shared index serves no `semantic`).
+async fn open_host_for(
+    location: &Location,
+    modes: host::HostModes,
+    with_model: bool,
+) -> Result<host::Host, Failure> {
+    let deadline = location.deadline();
     if modes != host::HostModes::LiteralOnly
         && let Some(backend) = location.shared.backend()?
     {
-        return pg_host::open(&location.root, backend).await;
+        return pg_host::open(location.root(), backend, deadline).await;
     }
-    Ok(host::Host::open(
-        &location.root,
-        location.index_dir.as_deref(),
+    let model = with_model
+        .then(|| semantic::find_model(location.model_dir.as_deref()))
+        .flatten();
+    let options = host::OpenOptions {
+        index_dir: location.index_dir.as_deref(),
         modes,
-    )?)
+        semantic: model.as_deref().map(|model_dir| host::SemanticSetup {
+            model_dir,
+            rerank: location.rerank.into(),
+        }),
+        deadline,
+    };
+    Ok(host::Host::open(location.root(), &options)?)
 }
 
 /// `repo-search status` for a person: the index's state, revision, age and size, then where it
@@ -338,28 +379,12 @@ pub(crate) fn print_status(status: &index_contract::IndexStatus, files: u64, pla
     println!("{place}");
 }
 
-/// Opens the host for a command that serves `semantic` too when the model is installed (on the
-/// embedded index; a shared index serves no `semantic` in this slice).
+/// Opens the host for a command that serves `semantic` too when the model is installed.
 async fn open_host_with_model(
     location: &Location,
     modes: host::HostModes,
 ) -> Result<host::Host, Failure> {
-    if modes != host::HostModes::LiteralOnly
-        && let Some(backend) = location.shared.backend()?
-    {
-        return pg_host::open(&location.root, backend).await;
-    }
-    let model = semantic::find_model(location.model_dir.as_deref());
-    let setup = model.as_deref().map(|model_dir| host::SemanticSetup {
-        model_dir,
-        rerank: location.rerank.into(),
-    });
-    Ok(host::Host::open_with_model(
-        &location.root,
-        location.index_dir.as_deref(),
-        modes,
-        setup,
-    )?)
+    open_host_for(location, modes, true).await
 }
 
 /// Answers one call of the tool on the host, for the CLI and MCP alike: validate the arguments,
@@ -468,7 +493,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Index { location } => {
             if let Some(backend) = location.shared.backend()? {
-                pg_host::index(&location.root, backend).await?;
+                pg_host::index(location.root(), backend).await?;
                 return Ok(ExitCode::SUCCESS);
             }
             let host = open_host_with_model(&location, host::HostModes::Indexed).await?;
@@ -489,7 +514,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Status { location, json } => {
             if let Some(backend) = location.shared.backend()? {
-                pg_host::status(&location.root, backend, json).await?;
+                pg_host::status(location.root(), backend, json).await?;
                 return Ok(ExitCode::SUCCESS);
             }
             let host = open_host(&location, host::HostModes::Indexed).await?;
@@ -514,8 +539,29 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp { location } => {
-            let host = open_host_with_model(&location, host::HostModes::Watching).await?;
-            mcp::serve(host).await?;
+            let serve = if location.root.is_some() {
+                mcp::Serve::Root(Box::new(
+                    open_host_with_model(&location, host::HostModes::Watching).await?,
+                ))
+            } else {
+                // The client's roots name the worktrees; each is opened with the rest of the
+                // command line's options.
+                mcp::Serve::ClientRoots(Box::new(move |dir| {
+                    let mut location = Location {
+                        root: Some(dir),
+                        ..location.clone()
+                    };
+                    Box::pin(async move {
+                        // One --index-dir holds each root's index in a directory of its own.
+                        if let Some(base) = &location.index_dir {
+                            location.index_dir =
+                                Some(host::index_dir_under(base, location.root())?);
+                        }
+                        open_host_with_model(&location, host::HostModes::Watching).await
+                    })
+                }))
+            };
+            mcp::serve(serve).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { location } => {
@@ -683,7 +729,7 @@ impl Searcher<'_> {
             && self.host.is_none()
             && self.location.shared.backend()?.is_none()
             && let Some(served) = serve::ask(
-                &self.location.root,
+                self.location.root(),
                 self.location.index_dir.as_deref(),
                 args,
             )

@@ -37,7 +37,7 @@ use crate::host::{self, Host};
 pub(crate) const BACKEND_ENV: &str = "REPO_SEARCH_BACKEND";
 
 /// The options of a shared index. Not `Debug`: the URL can hold a password.
-#[derive(clap::Args, Default)]
+#[derive(clap::Args, Clone, Default)]
 pub(crate) struct SharedArgs {
     /// Use a shared index in PostgreSQL instead of the embedded one: a `postgres://` URL (default:
     /// $REPO_SEARCH_BACKEND). Parts it leaves out come from the PG* variables; keep the password
@@ -293,19 +293,40 @@ impl Shared {
 
 /// Opens a host on the shared index for the worktree containing `dir`. `literal` is served
 /// from the worktree as always.
-pub(crate) async fn open(dir: &Path, backend: Backend) -> Result<Host, Failure> {
+pub(crate) async fn open(
+    dir: &Path,
+    backend: Backend,
+    deadline: Duration,
+) -> Result<Host, Failure> {
     let (root, git_dir, index) = connect(dir, &backend).await?;
     let attested = Arc::new(Attested {
         index: Arc::new(index),
         expect: Mutex::new(Expect::Nothing),
         read_only: backend.read_only,
     });
-    let fallback = Arc::new(LiteralSearch::new(&root).map_err(|_| Failure::RootUnreadable)?);
+    let limits = host::OpenOptions {
+        deadline,
+        ..host::OpenOptions::new(host::HostModes::Indexed)
+    }
+    .limits()?;
+    let fallback = Arc::new(
+        LiteralSearch::with_config(
+            &root,
+            literal_search::LiteralSearchConfig {
+                limits,
+                ..Default::default()
+            },
+        )
+        .map_err(|_| Failure::RootUnreadable)?,
+    );
     let ops = IndexedRepositoryOperations::new(
         &root,
         attested.clone(),
         fallback,
-        IndexedOperationsConfig::default(),
+        IndexedOperationsConfig {
+            limits,
+            ..IndexedOperationsConfig::default()
+        },
     )
     .map_err(Failure::Setup)?;
     let tool = RepoSearchTool::new(
@@ -320,7 +341,7 @@ pub(crate) async fn open(dir: &Path, backend: Backend) -> Result<Host, Failure> 
         pinned: backend.revision,
         pushing: tokio::sync::Mutex::new(()),
     };
-    Ok(Host::on_shared(root, tool, Arc::new(shared)))
+    Ok(Host::on_shared(root, tool, Arc::new(shared), deadline))
 }
 
 /// `repo-search index --backend …`: pushes the worktree, reading and hashing every file (no

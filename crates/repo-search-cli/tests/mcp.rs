@@ -124,9 +124,9 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
     // A bad regex is a tool error that says what to change.
     let bad = &v["bad_regex"];
     assert_eq!(bad["isError"], true);
-    assert_eq!(bad["structured"]["code"], ErrorCode::Unsupported.as_str());
+    assert_eq!(bad["error"]["code"], ErrorCode::Unsupported.as_str());
     assert!(
-        bad["structured"]["message"]
+        bad["error"]["message"]
             .as_str()
             .unwrap()
             .contains("escape special characters"),
@@ -158,14 +158,16 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
     );
 
     assert_eq!(v["error"]["isError"], true);
-    assert_eq!(
-        v["error"]["structured"]["code"],
-        ErrorCode::Untrusted.as_str()
-    );
+    assert_eq!(v["error"]["error"]["code"], ErrorCode::Untrusted.as_str());
     // The SDK sees a mode no backend serves refused as a tool error, not a protocol error.
     assert_eq!(v["semantic"]["isError"], true);
     assert_eq!(
-        v["semantic"]["structured"]["code"],
+        v["semantic"]["error"]["code"],
         ErrorCode::Unsupported.as_str()
     );
+    // An error is not an answer: it carries no structured content, which a client would hold to
+    // the tool's output schema.
+    for error in [&v["error"], &v["semantic"], bad] {
+        assert_eq!(error["structured"], Value::Null, "{error}");
+    }
 }

@@ -11,6 +11,12 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
+def error_of(res):
+    """An error result's `{code, message}`: the JSON of its text content. Errors carry no
+    structured content, which a client would validate against the tool's output schema."""
+    return json.loads(res.content[0].text) if res.is_error and res.content else None
+
+
 async def main() -> None:
     exe, root = sys.argv[1], sys.argv[2]
     params = StdioServerParameters(command=exe, args=["mcp", "--root", root])
@@ -39,9 +45,11 @@ async def main() -> None:
                     "text": res.content[0].text if res.content else None,
                 }
             bad = await session.call_tool("repo_search", {"query": "needle_for_mcp", "path": "../escape"})
-            out["error"] = {"isError": bad.is_error, "structured": bad.structured_content}
+            out["error"] = {"isError": bad.is_error, "structured": bad.structured_content,
+                            "error": error_of(bad)}
             semantic = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": "semantic"})
-            out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content}
+            out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content,
+                               "error": error_of(semantic)}
             # The grep options. The SDK validates every non-error structured result against the
             # tool's outputSchema, so these calls also prove the answers conform to it.
             grep = await session.call_tool("repo_search", {
@@ -59,7 +67,8 @@ async def main() -> None:
                             page_token=page.structured_content["page_token"])
             out["pages"] = pages
             bad_regex = await session.call_tool("repo_search", {"query": "fn (", "regex": True})
-            out["bad_regex"] = {"isError": bad_regex.is_error, "structured": bad_regex.structured_content}
+            out["bad_regex"] = {"isError": bad_regex.is_error, "structured": bad_regex.structured_content,
+                                "error": error_of(bad_regex)}
             print(json.dumps(out))
 
 

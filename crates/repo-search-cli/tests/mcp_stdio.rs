@@ -6,7 +6,7 @@ mod support;
 
 use index_contract::ErrorCode;
 use serde_json::{Value, json};
-use support::McpServer as Server;
+use support::{McpServer as Server, tool_error};
 
 /// The longest line the server reads (16 MiB), as documented in docs/cli.md.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -105,8 +105,7 @@ fn a_failed_refresh_answers_with_its_code_and_a_fixed_message() {
     std::fs::remove_file(&lock).unwrap();
     std::fs::create_dir(&lock).unwrap();
     let result = server.call(json!({ "query": "needle_for_stdio", "mode": "indexed_literal" }));
-    assert_eq!(result["isError"], true, "{result}");
-    let error = &result["structuredContent"];
+    let error = &tool_error(&result);
     assert_eq!(error["code"], ErrorCode::Failed.as_str(), "{result}");
     assert_eq!(error["message"], "the index could not be refreshed");
     // The literal mode needs no index and still answers.
@@ -119,11 +118,7 @@ fn semantic_mode_is_refused_as_unsupported() {
     let dir = repo();
     let mut server = Server::start(dir.path());
     let result = server.call(json!({ "query": "needle_for_stdio", "mode": "semantic" }));
-    assert_eq!(result["isError"], true, "{result}");
-    assert_eq!(
-        result["structuredContent"]["code"],
-        ErrorCode::Unsupported.as_str()
-    );
+    assert_eq!(tool_error(&result)["code"], ErrorCode::Unsupported.as_str());
 }
 
 #[test]
@@ -141,9 +136,10 @@ fn a_missing_or_symlinked_path_gets_the_same_answer_in_both_modes() {
         let answers: Vec<Value> = ["literal", "indexed_literal"]
             .into_iter()
             .map(|mode| {
-                server.call(json!({ "query": "needle_for_stdio", "mode": mode, "path": path }))
-                    ["structuredContent"]
-                    .clone()
+                tool_error(
+                    &server
+                        .call(json!({ "query": "needle_for_stdio", "mode": mode, "path": path })),
+                )
             })
             .collect();
         assert_eq!(answers[0]["code"], code.as_str(), "{path}: {answers:?}");

@@ -216,6 +216,20 @@ pub fn tool_call_params(arguments: Value) -> Value {
     json!({ "name": "repo_search", "arguments": arguments })
 }
 
+/// A tool error's `{code, message}`: the JSON of its text content. The result must be an error
+/// with no structured content, which a client would hold to the tool's output schema.
+pub fn tool_error(result: &Value) -> Value {
+    assert_eq!(result["isError"], true, "not an error: {result}");
+    assert!(
+        result.get("structuredContent").is_none(),
+        "an error carries no structured content: {result}"
+    );
+    let text = result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error without text: {result}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("error text is not JSON ({e}): {text}"))
+}
+
 /// The sorted, distinct paths of a tool result's hits.
 pub fn hit_paths(result: &Value) -> Vec<String> {
     let mut paths: Vec<String> = result["structuredContent"]["hits"]

@@ -253,6 +253,22 @@ fn threads(config: &EmbeddedIndexConfig) -> usize {
 }
 
 impl EmbeddedIndex {
+    /// What every embedded index declares, without one: a host that relays another process's
+    /// index (a `repo-search serve` client) declares the same.
+    pub fn declared_capabilities() -> BackendCapabilities {
+        // The index holds the default selection only, so no hidden or ignored files on request;
+        // the few a glob or type selects beyond it are found by a walk (see `query.rs`).
+        BackendCapabilities {
+            regex: true,
+            file_filters: true,
+            exclude_globs: true,
+            count: true,
+            context: true,
+            paging: true,
+            ..BackendCapabilities::default()
+        }
+    }
+
     /// Opens the index of `root` stored in `dir` (created if missing). A missing index is
     /// `empty`; a damaged one opens as `failed` (and [`EmbeddedIndex::build`] repairs it).
     /// Opening maps the segments and checks their checksums; it loads no posting list.
@@ -511,17 +527,7 @@ impl EmbeddedIndex {
 
 impl RepositoryIndexBackend for EmbeddedIndex {
     fn capabilities(&self) -> BackendCapabilities {
-        // The index holds the default selection only, so no hidden or ignored files on request;
-        // the few a glob or type selects beyond it are found by a walk (see `query.rs`).
-        BackendCapabilities {
-            regex: true,
-            file_filters: true,
-            exclude_globs: true,
-            count: true,
-            context: true,
-            paging: true,
-            ..BackendCapabilities::default()
-        }
+        EmbeddedIndex::declared_capabilities()
     }
 
     /// Re-reads the added and edited files from the worktree and commits them with the request's

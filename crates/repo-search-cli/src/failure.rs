@@ -65,6 +65,9 @@ pub(crate) enum Failure {
     RerankModelMissing,
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
+    /// A running `repo-search serve` stopped answering mid-way; `search` then answers by itself,
+    /// so a person never sees this one.
+    ServerGone,
 }
 
 impl Failure {
@@ -91,7 +94,8 @@ impl Failure {
             | Failure::Runtime
             | Failure::SchemaUnavailable
             | Failure::Mcp
-            | Failure::ServeUnavailable => ErrorCode::Failed,
+            | Failure::ServeUnavailable
+            | Failure::ServerGone => ErrorCode::Failed,
             Failure::RefreshFailed(code) => *code,
             Failure::Tool(e) => e.code,
             Failure::Setup(e) => e.code(),
@@ -123,7 +127,8 @@ impl Failure {
             }
             Failure::ServerRunning => "another `repo-search serve` already serves this index",
             Failure::ServeRequest => {
-                "the request is not one line of JSON with an `arguments` object, under 1 MiB"
+                "the request is not one line of JSON of the serve protocol (`refresh`, `status` or \
+                 `search`), under 1 MiB"
             }
             Failure::BackendUnusable => {
                 "the shared index is not usable: --backend (or REPO_SEARCH_BACKEND) is missing or \
@@ -143,6 +148,7 @@ impl Failure {
                 "--rerank needs MiniLM (model.safetensors, config.json, tokenizer.json) in the \
                  model directory, and it could not be loaded"
             }
+            Failure::ServerGone => "the running `repo-search serve` stopped answering",
             Failure::RootNotOffered => {
                 "`root` must be one of the workspace roots the client named, as the tool's \
                  schema lists them"
@@ -177,7 +183,9 @@ impl Failure {
             Failure::ServerRunning => {
                 "use the running server (`repo-search search` asks it), or stop it first"
             }
-            Failure::ServeRequest => "send `{\"arguments\": {…}}` and a newline per request",
+            Failure::ServeRequest => {
+                "use `repo-search search`, which speaks the protocol (docs/cli.md, serve)"
+            }
             Failure::BackendUnusable => {
                 "pass --backend postgres://user@host:port/database (the password in PGPASSWORD), \
                  and ids of letters, digits, `-`, `_` and `.`"
@@ -196,6 +204,7 @@ impl Failure {
                  --model-dir, or leave out --rerank"
             }
             Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
+            Failure::ServerGone => "retry, or pass --no-server",
             Failure::ModelMissing => {
                 "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
                  and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \

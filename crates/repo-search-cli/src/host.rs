@@ -106,6 +106,25 @@ pub(crate) struct Host {
     rerank_vectors: Option<SyncSender<()>>,
     /// The longest a query may take: a refresh waits for another writer no longer.
     pub(crate) deadline: Duration,
+    /// The index backend behind the tool (`None` for a literal-only host): what a `serve`
+    /// relays.
+    pub(crate) backend: Option<Arc<dyn index_contract::RepositoryIndexBackend>>,
+    /// `Some` on a client of a running `serve`: the server refreshes, and its answers pass this
+    /// host's own gates.
+    pub(crate) served: Option<Arc<crate::serve::ServedBackend>>,
+    /// What `semantic` is served with, when it is: a `serve` says it in its hello, and a client
+    /// asks it for `semantic` only when its own setup is the same.
+    pub(crate) semantic_setup: Option<String>,
+}
+
+/// What `semantic` is served with: the model directory (canonical) and the re-rank policy.
+/// Two hosts with the same setup give the same `semantic` answers.
+pub(crate) fn semantic_setup(setup: &SemanticSetup<'_>) -> String {
+    let dir = setup
+        .model_dir
+        .canonicalize()
+        .unwrap_or_else(|_| setup.model_dir.to_path_buf());
+    format!("{} rerank={:?}", dir.display(), setup.rerank)
 }
 
 /// Starts the thread a long-lived host keeps MiniLM's vectors of the store's chunks with
@@ -359,6 +378,7 @@ impl Host {
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
         );
         let policy = semantic.map_or(RerankPolicy::Never, |setup| setup.rerank);
+        let semantic_setup_served = semantic.as_ref().map(semantic_setup);
         let semantic = match semantic
             .and_then(|setup| Some((setup, SemanticEngine::open(setup.model_dir, &index_dir)?)))
         {
@@ -369,6 +389,7 @@ impl Host {
             )),
             None => None,
         };
+        let semantic_setup_served = semantic_setup_served.filter(|_| semantic.is_some());
         let mut modes_served = vec![SearchMode::Literal, SearchMode::IndexedLiteral];
         let backend: Arc<dyn index_contract::RepositoryIndexBackend> = match &semantic {
             Some(engine) => {
@@ -386,7 +407,7 @@ impl Host {
             ..IndexedOperationsConfig::default()
         };
         let ops = Arc::new(
-            IndexedRepositoryOperations::new(&root, backend, fallback, config)
+            IndexedRepositoryOperations::new(&root, backend.clone(), fallback, config)
                 .map_err(|_| HostError::IndexFailed)?,
         );
         let tool = RepoSearchTool::new(ops, &modes_served).map_err(|_| HostError::IndexFailed)?;
@@ -412,6 +433,9 @@ impl Host {
             semantic,
             rerank_vectors,
             deadline,
+            backend: Some(backend),
+            served: None,
+            semantic_setup: semantic_setup_served,
         })
     }
 
@@ -428,10 +452,55 @@ impl Host {
         }
     }
 
+    /// A host on the index of a running `repo-search serve`: the server refreshes and searches,
+    /// and its answers pass this host's own facade, so they are judged as any backend's.
+    pub(crate) fn on_server(
+        dir: &Path,
+        served: Arc<crate::serve::ServedBackend>,
+        deadline: Duration,
+    ) -> Result<Host, HostError> {
+        let options = OpenOptions {
+            deadline,
+            ..OpenOptions::new(HostModes::Indexed)
+        };
+        let limits = options.limits()?;
+        let (root, _) = worktree_root(dir)?;
+        let fallback = Arc::new(
+            LiteralSearch::with_config(
+                &root,
+                literal_search::LiteralSearchConfig {
+                    limits,
+                    ..Default::default()
+                },
+            )
+            .map_err(|_| HostError::MissingRoot)?,
+        );
+        let modes = served.modes();
+        let backend: Arc<dyn index_contract::RepositoryIndexBackend> = served.clone();
+        let config = IndexedOperationsConfig {
+            allowed_modes: modes.clone(),
+            limits,
+            ..IndexedOperationsConfig::default()
+        };
+        let ops = Arc::new(
+            IndexedRepositoryOperations::new(&root, backend.clone(), fallback, config)
+                .map_err(|_| HostError::IndexFailed)?,
+        );
+        let tool = RepoSearchTool::new(ops, &modes).map_err(|_| HostError::IndexFailed)?;
+        Ok(Host {
+            backend: Some(backend),
+            served: Some(served),
+            ..Host::bare(root, tool, deadline)
+        })
+    }
+
     /// A host with no index of its own: its tool answers alone.
     fn bare(root: PathBuf, tool: RepoSearchTool, deadline: Duration) -> Host {
         Host {
             deadline,
+            backend: None,
+            served: None,
+            semantic_setup: None,
             root,
             git_dir: None,
             index: None,

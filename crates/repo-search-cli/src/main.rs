@@ -419,9 +419,13 @@ async fn answer_with(
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
         if refresh == Refresh::First {
-            match &host.shared {
-                Some(shared) => shared.refresh().await?,
-                None => drop(host.refresh(request.mode).await?),
+            match (&host.shared, &host.served) {
+                (Some(shared), _) => shared.refresh().await?,
+                (_, Some(served)) => served
+                    .refresh(request.mode)
+                    .await
+                    .map_err(|code| code.map_or(Failure::ServerGone, Failure::RefreshFailed))?,
+                _ => drop(host.refresh(request.mode).await?),
             }
         }
     }
@@ -721,22 +725,57 @@ impl Searcher<'_> {
     }
 
     async fn page(&mut self, args: &Value) -> Result<Value, Failure> {
-        // A running server answers through the same freshness gate; without one, or when it
-        // does not answer, this process refreshes by itself. A served error is an answer.
-        // A `serve` keeps an embedded index: a query on a shared index never asks it.
-        if self.indexed
+        // A running server answers an index query, through this process's own gates; without
+        // one, or when it stops answering, this process refreshes and answers by itself: the
+        // same mode and the same answer. A `serve` keeps an embedded index: a query on a shared
+        // index never asks it.
+        if (self.indexed || self.semantic)
             && !self.no_server
             && self.host.is_none()
             && self.location.shared.backend()?.is_none()
-            && let Some(served) = serve::ask(
+            && let Some(served) = serve::connect(
                 self.location.root(),
                 self.location.index_dir.as_deref(),
-                args,
+                self.location.deadline(),
+                self.semantic_setup().as_deref(),
             )
             .await
+            && (self.indexed || served.modes().contains(&SearchMode::Semantic))
         {
-            return served;
+            self.host = Some(host::Host::on_server(
+                self.location.root(),
+                served,
+                self.location.deadline(),
+            )?);
         }
+        let answered = self.answer_here(args).await;
+        if self
+            .host
+            .as_ref()
+            .and_then(|h| h.served.as_ref())
+            .is_some_and(|served| served.is_gone())
+        {
+            // The server stopped answering mid-way: this page is answered here, and so are the
+            // next ones.
+            self.host = None;
+            self.refreshed = false;
+            self.no_server = true;
+            return self.answer_here(args).await;
+        }
+        answered
+    }
+
+    /// What this search would serve `semantic` with, were it answered here.
+    fn semantic_setup(&self) -> Option<String> {
+        let model = semantic::find_model(self.location.model_dir.as_deref())?;
+        Some(host::semantic_setup(&host::SemanticSetup {
+            model_dir: &model,
+            rerank: self.location.rerank.into(),
+        }))
+    }
+
+    /// Answers a page on this searcher's host, opening one here when it has none.
+    async fn answer_here(&mut self, args: &Value) -> Result<Value, Failure> {
         // A shared index serves no `semantic`: its tool refuses the mode itself, which is the
         // honest answer there, rather than a hint about a model.
         if self.semantic && self.host.is_none() && self.location.shared.backend()?.is_none() {

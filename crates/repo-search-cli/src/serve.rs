@@ -1,28 +1,50 @@
 //! `repo-search serve`: a watching host on a Unix socket, and the client `search` uses.
 //!
 //! The server owns one index directory: it holds an exclusive OS lock on `serve.lock` there for
-//! its lifetime and listens on `serve.sock` next to it (mode 0600). Each connection sends one
-//! JSON request per line, `{"arguments": {…}, "root": "…"}` (the tool's arguments; `root`, when
-//! given, must be the server's worktree), and reads one JSON reply per line: `{"ok": <result>}`,
-//! `{"error": {"code", "message"}}`, or `{"unserved": "…"}` for a request meant for another
-//! worktree. Answers go through [`crate::answer`], so they pass the same refresh and freshness
-//! gate as a one-shot `search`; the watcher only makes the refresh cheap.
+//! its lifetime and listens on `serve.sock` next to it (mode 0600).
 //!
-//! The client never starts a server. When none answers (no socket, refused, timed out, a reply it
-//! cannot read, another worktree), `search` refreshes and answers by itself.
+//! **The socket is an untrusted backend.** The client does not print what the server says: it
+//! runs its own tool and facade over a [`ServedBackend`], which relays the index's `status` and
+//! `search` to the server, so every served answer passes the client's own freshness and trust
+//! gates (paths, scope, scores, caps, provenance) exactly as an index answer does, and a forged
+//! reply is `ERR_PRISM_INDEX_UNTRUSTED`. The client also checks the server's credentials
+//! (`SO_PEERCRED`: its own uid, or root), and the server the client's.
+//!
+//! **The protocol**, one JSON object per line:
+//! - on accept the server sends `{"hello": {"protocol": 2, "root": …, "modes": […]}}`;
+//! - the client sends `{"refresh": {"mode": …}}` (bring the index up to date, as a one-shot
+//!   `search` does before it answers), `{"status": {}}` or `{"search": <SearchRequest>}`;
+//! - while it works the server sends `{"working": true}` every [`HEARTBEAT`], then `{"ok": …}`
+//!   (nothing, the index's status, or the backend's response) or `{"error": {"code": …}}`.
+//!
+//! **A server that does not answer costs little.** The client gives up when the hello does not
+//! come within [`HANDSHAKE_TIMEOUT`], or when no line comes for [`IDLE_TIMEOUT`] (a stopped or
+//! wedged server), and then answers by itself: the same mode and the same answer, so it is not a
+//! fallback that changes meaning. It also answers by itself when no server listens, when the
+//! server serves another worktree or speaks another protocol, and when its credentials are not
+//! trusted. The client never starts a server.
+//!
+//! **Deep paths.** A socket path is limited to 107 bytes (`sun_path`). When the socket's path is
+//! longer, both sides reach it through `/proc/self/fd/<fd of the index directory>/serve.sock`
+//! (Linux), which always fits, so `serve` works in a worktree of any depth.
 
+use std::fs::File;
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use index_contract::limits::DEFAULT_DEADLINE_MS;
-use index_contract::{SearchMode, WireError};
-use serde::Deserialize;
+use index_contract::{
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, ErrorCode, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -35,19 +57,31 @@ pub(crate) const SOCKET: &str = "serve.sock";
 /// The lock file's name in the index directory: whoever holds its lock is the server.
 const LOCK: &str = "serve.lock";
 
-/// A request line longer than this is refused: no valid tool call comes near it.
+/// The protocol this build speaks; a hello with another is no server.
+const PROTOCOL: u64 = 2;
+
+/// A request line longer than this is refused: no valid request comes near it.
 const MAX_REQUEST: u64 = 1 << 20;
 
-/// A reply line longer than this is not read: the tool's caps keep real results far below it.
+/// A reply line longer than this is not read: the tool's caps keep real answers far below it.
 const MAX_REPLY: u64 = 64 << 20;
 
-/// How long a client waits to connect. A live server accepts at once; anything slower is treated
-/// as no server, so a wedged one costs a one-shot search little.
+/// The longest socket path `bind` and `connect` take, without its NUL (`sun_path` is 108 bytes).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// How long a client waits to connect. A live server accepts at once.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(50);
 
-/// How long a client waits for its reply before it answers by itself: twice the query deadline,
-/// since a refresh may wait that long for another writer before the search itself runs.
-const REPLY_TIMEOUT: Duration = Duration::from_millis(2 * DEFAULT_DEADLINE_MS);
+/// How long a client waits for the server's hello after connecting. A live server sends it as it
+/// accepts; a stopped one never does.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// How often a working server tells its client it is alive.
+const HEARTBEAT: Duration = Duration::from_millis(100);
+
+/// How long a client waits for any line (a heartbeat or the reply) before it takes the server
+/// for gone and answers by itself.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the server checks that its worktree, index directory and socket are still there.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(500);
@@ -69,18 +103,59 @@ impl Identity {
     }
 }
 
-/// One request line.
-#[derive(Deserialize)]
-struct Request {
-    arguments: Value,
+/// What the server says first.
+#[derive(Debug, Serialize, Deserialize)]
+struct Hello {
+    protocol: u64,
+    root: PathBuf,
+    modes: Vec<SearchMode>,
+    /// What `semantic` is served with ([`host::semantic_setup`]), when it is.
     #[serde(default)]
-    root: Option<PathBuf>,
+    semantic: Option<String>,
+}
+
+/// One request line.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Request {
+    /// Bring the index up to date for `mode`, as a one-shot `search` does first.
+    Refresh { mode: SearchMode },
+    /// The index's status.
+    Status {},
+    /// A backend query, as the client's facade built it.
+    Search(Box<SearchRequest>),
+}
+
+/// Whether the process on the other end of the socket is trusted: see [`trusted_uid`].
+fn trusted_peer(stream: &UnixStream) -> bool {
+    let me = rustix::process::geteuid().as_raw();
+    stream
+        .peer_cred()
+        .is_ok_and(|cred| trusted_uid(cred.uid(), me))
+}
+
+/// A peer is trusted when it runs as this user, or as root (who could read the index anyway).
+/// Another user who can reach the socket (a shared `--index-dir`) is neither asked nor answered.
+fn trusted_uid(peer: u32, me: u32) -> bool {
+    peer == me || peer == 0
+}
+
+/// The path to bind or connect for `dir/serve.sock`: the path itself when it fits in
+/// `sun_path`, else (Linux) the same file through `/proc/self/fd/<dir_fd>`. `dir_fd` must stay
+/// open while the path is used.
+fn socket_address(dir: &Path, dir_fd: &File) -> PathBuf {
+    let direct = dir.join(SOCKET);
+    if direct.as_os_str().len() <= MAX_SOCKET_PATH || !cfg!(target_os = "linux") {
+        return direct;
+    }
+    PathBuf::from(format!("/proc/self/fd/{}/{SOCKET}", dir_fd.as_raw_fd()))
 }
 
 /// Serves `host` (a watching host) on its index directory's socket until SIGTERM or SIGINT, or
 /// until the worktree, the index directory or the socket goes away.
 pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
     let index_dir = host.index_dir.clone().ok_or(Failure::IndexDirUnusable)?;
+    let backend = host.backend.clone().ok_or(Failure::IndexUnopenable)?;
     let lock = search_profile::open_or_create_regular(&index_dir.join(LOCK))
         .map_err(|_| Failure::ServeUnavailable)?;
     match lock.try_lock() {
@@ -99,7 +174,7 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
     // not pay for it. A failure here is the first query's to report, not the server's.
     let _ = host.refresh(SearchMode::IndexedLiteral).await;
     let socket = index_dir.join(SOCKET);
-    let listener = bind_private(&index_dir, &socket).map_err(|_| Failure::ServeUnavailable)?;
+    let listener = bind_private(&index_dir).map_err(|_| Failure::ServeUnavailable)?;
     let watched = [
         (host.root.clone(), Identity::of(&host.root)),
         (index_dir.clone(), Identity::of(&index_dir)),
@@ -111,14 +186,27 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
         host.root.display(),
         socket.display()
     );
-    let host = Arc::new(host);
-    let answered = Arc::new(AtomicU64::new(0));
+    let hello = json!({ "hello": Hello {
+        protocol: PROTOCOL,
+        root: host.root.clone(),
+        modes: host.tool.modes().to_vec(),
+        semantic: host.semantic_setup.clone(),
+    } })
+    .to_string();
+    let server = Arc::new(Served {
+        host,
+        backend,
+        hello,
+        searches: AtomicU64::new(0),
+    });
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
     let why = loop {
         tokio::select! {
             accepted = listener.accept() => {
-                if let Ok((stream, _)) = accepted {
-                    tokio::spawn(connection(host.clone(), stream, answered.clone()));
+                if let Ok((stream, _)) = accepted
+                    && trusted_peer(&stream)
+                {
+                    tokio::spawn(server.clone().connection(stream));
                 }
             }
             _ = terminate.recv() => break "on SIGTERM",
@@ -137,166 +225,418 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
     }
     drop(lock);
     eprintln!(
-        "repo-search: stopped {why} after answering {} requests",
-        answered.load(Ordering::Relaxed)
+        "repo-search: stopped {why} after answering {} searches",
+        server.searches.load(Ordering::Relaxed)
     );
     Ok(())
 }
 
-/// Listens on `socket` with mode 0600 from the first instant: the socket is bound in a private
-/// directory (0700), given its mode, then renamed into place, replacing a stale socket left by a
-/// killed server (the caller holds the lock, so no live server owns it).
-fn bind_private(index_dir: &Path, socket: &Path) -> std::io::Result<UnixListener> {
+/// Listens on `index_dir/serve.sock` with mode 0600 from the first instant: the socket is bound
+/// in a private directory (0700), given its mode, then renamed into place, replacing a stale
+/// socket left by a killed server (the caller holds the lock, so no live server owns it).
+fn bind_private(index_dir: &Path) -> std::io::Result<UnixListener> {
     let private = index_dir.join(format!("serve-{}.tmp", std::process::id()));
     let _ = std::fs::remove_dir_all(&private);
     std::fs::DirBuilder::new().mode(0o700).create(&private)?;
     let bound = (|| {
+        let dir = File::open(&private)?;
+        let listener = UnixListener::bind(socket_address(&private, &dir))?;
         let path = private.join(SOCKET);
-        let listener = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-        match std::fs::remove_file(socket) {
+        let socket = index_dir.join(SOCKET);
+        match std::fs::remove_file(&socket) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        std::fs::rename(&path, socket)?;
+        std::fs::rename(&path, &socket)?;
         Ok(listener)
     })();
     let _ = std::fs::remove_dir_all(&private);
     bound
 }
 
-/// Answers one connection's requests, in order, until it closes or sends a line too long.
-async fn connection(host: Arc<Host>, stream: UnixStream, answered: Arc<AtomicU64>) {
-    let (read, mut write) = stream.into_split();
-    let mut read = BufReader::new(read);
-    loop {
-        let mut line = Vec::new();
-        match (&mut read)
-            .take(MAX_REQUEST + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let too_long = line.len() as u64 > MAX_REQUEST;
-        let reply = if too_long {
-            json!({ "error": Failure::ServeRequest.to_json() })
-        } else {
-            reply_to(&host, &line).await
-        };
-        let mut bytes = reply.to_string().into_bytes();
-        bytes.push(b'\n');
-        let sent = write.write_all(&bytes).await.is_ok();
-        if sent {
-            answered.fetch_add(1, Ordering::Relaxed);
-        }
-        if !sent || too_long {
-            // The rest of an overlong line cannot be told from the next request.
+/// The server's side of every connection.
+struct Served {
+    host: Host,
+    /// The host's index backend, which a `search` request queries.
+    backend: Arc<dyn RepositoryIndexBackend>,
+    /// The hello line.
+    hello: String,
+    /// Searches answered, for the exit report.
+    searches: AtomicU64,
+}
+
+impl Served {
+    /// Answers one connection's requests, in order, until it closes or sends a line too long.
+    async fn connection(self: Arc<Served>, stream: UnixStream) {
+        let (read, mut write) = stream.into_split();
+        let mut read = BufReader::new(read);
+        if send(&mut write, &self.hello).await.is_err() {
             return;
         }
+        loop {
+            let mut line = Vec::new();
+            match (&mut read)
+                .take(MAX_REQUEST + 1)
+                .read_until(b'\n', &mut line)
+                .await
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            let too_long = line.len() as u64 > MAX_REQUEST;
+            let reply = if too_long {
+                refused()
+            } else {
+                match serde_json::from_slice::<Request>(&line) {
+                    Ok(request) => {
+                        let work = self.answer(request);
+                        tokio::pin!(work);
+                        let mut beat = tokio::time::interval(HEARTBEAT);
+                        beat.tick().await;
+                        loop {
+                            tokio::select! {
+                                reply = &mut work => break reply,
+                                _ = beat.tick() => {
+                                    if send(&mut write, r#"{"working":true}"#).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    Err(_) => refused(),
+                }
+            };
+            if send(&mut write, &reply.to_string()).await.is_err() || too_long {
+                // The rest of an overlong line cannot be told from the next request.
+                return;
+            }
+        }
+    }
+
+    /// The reply to one request.
+    async fn answer(&self, request: Request) -> Value {
+        match request {
+            Request::Refresh { mode } => match self.host.refresh(mode).await {
+                Ok(_) => json!({ "ok": null }),
+                Err(e) => error(Failure::from(e).code()),
+            },
+            Request::Status {} => match self.backend.status().await {
+                Ok(status) => json!({ "ok": status }),
+                Err(_) => error(ErrorCode::Failed),
+            },
+            Request::Search(request) => {
+                let answer = self.backend.search(*request).await;
+                self.searches.fetch_add(1, Ordering::Relaxed);
+                match answer {
+                    Ok(response) => json!({ "ok": response }),
+                    Err(_) => error(ErrorCode::Failed),
+                }
+            }
+        }
     }
 }
 
-/// The reply to one request line.
-async fn reply_to(host: &Host, line: &[u8]) -> Value {
-    let Ok(request) = serde_json::from_slice::<Request>(line) else {
-        return json!({ "error": Failure::ServeRequest.to_json() });
-    };
-    if request.root.is_some_and(|r| r != host.root) {
-        return json!({ "unserved": "this server serves another worktree" });
-    }
-    match crate::answer(host, &request.arguments).await {
-        Ok(result) => json!({ "ok": result }),
-        Err(failure) => json!({ "error": failure.to_json() }),
-    }
+fn error(code: ErrorCode) -> Value {
+    json!({ "error": { "code": code.as_str() } })
 }
 
-/// Asks the server of the index `search` would use, if one is running: `Some` with its answer
-/// (a result, or the failure it answered with), `None` when no server answers, and the caller
-/// then answers by itself.
-pub(crate) async fn ask(
-    root: &Path,
-    index_dir: Option<&Path>,
-    arguments: &Value,
-) -> Option<Result<Value, Failure>> {
-    // Any error here is the one-shot path's to report, in its own words.
-    let (root, index_dir) = host::locate(root, index_dir).ok()?;
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(index_dir.join(SOCKET)))
-        .await
-        .ok()?
-        .ok()?;
-    let request = json!({ "arguments": arguments, "root": root });
-    tokio::time::timeout(REPLY_TIMEOUT, exchange(stream, &request))
-        .await
-        .ok()?
+/// The reply to a line that is not a request.
+fn refused() -> Value {
+    json!({ "error": Failure::ServeRequest.to_json() })
 }
 
-/// Sends one request and reads its reply.
-async fn exchange(stream: UnixStream, request: &Value) -> Option<Result<Value, Failure>> {
-    let (read, mut write) = stream.into_split();
-    let mut bytes = request.to_string().into_bytes();
+async fn send(write: &mut OwnedWriteHalf, line: &str) -> std::io::Result<()> {
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
     bytes.push(b'\n');
-    write.write_all(&bytes).await.ok()?;
-    let mut line = Vec::new();
-    BufReader::new(read)
-        .take(MAX_REPLY)
-        .read_until(b'\n', &mut line)
-        .await
-        .ok()?;
-    if line.last() != Some(&b'\n') {
-        // Cut short: the server went away mid-reply, or the reply is over the bound.
-        return None;
-    }
-    read_reply(&line)
+    write.write_all(&bytes).await
 }
 
-/// A reply line as the client's answer; `None` when it is neither a result nor an error.
-fn read_reply(line: &[u8]) -> Option<Result<Value, Failure>> {
+/// What the server answered, as the client reads it.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    /// `{"ok": …}`.
+    Ok(Value),
+    /// `{"error": {"code": …}}`: a code, and nothing of the server's words.
+    Error(ErrorCode),
+}
+
+/// The client's connection: one request at a time.
+struct Connection {
+    read: BufReader<OwnedReadHalf>,
+    write: OwnedWriteHalf,
+}
+
+/// The index of a running `repo-search serve`, as a backend of the client's own facade: the
+/// server's answers are untrusted, and the facade's gates judge them as any backend's.
+pub(crate) struct ServedBackend {
+    /// `None` once the server is gone, or a request was abandoned mid-reply.
+    connection: tokio::sync::Mutex<Option<Connection>>,
+    /// The server stopped answering, or said something that is not a reply.
+    gone: AtomicBool,
+    /// Whether the server offered `semantic`, with the setup the client asked for.
+    semantic: bool,
+    /// The longest one exchange may take, heartbeats or not: a server that only ever says it is
+    /// working is gone too.
+    patience: Duration,
+}
+
+impl ServedBackend {
+    /// Whether the server stopped answering: the caller then answers by itself.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    /// The modes this backend serves beside `literal`.
+    pub(crate) fn modes(&self) -> Vec<SearchMode> {
+        let mut modes = vec![SearchMode::Literal, SearchMode::IndexedLiteral];
+        if self.semantic {
+            modes.push(SearchMode::Semantic);
+        }
+        modes
+    }
+
+    /// Sends one request and reads its reply; `None` when the server is gone (and from then
+    /// on). Abandoning the future mid-reply leaves the connection unusable, so it is dropped.
+    async fn exchange(&self, request: &Request) -> Option<Reply> {
+        let mut guard = self.connection.lock().await;
+        let mut connection = guard.take()?;
+        let reply = tokio::time::timeout(self.patience, exchange(&mut connection, request))
+            .await
+            .ok()
+            .flatten();
+        if reply.is_some() {
+            *guard = Some(connection);
+        } else {
+            self.gone.store(true, Ordering::SeqCst);
+        }
+        reply
+    }
+
+    /// Asks the server to bring the index up to date for `mode`: `Err` with the refresh's code,
+    /// or with `None` when the server is gone.
+    pub(crate) async fn refresh(&self, mode: SearchMode) -> Result<(), Option<ErrorCode>> {
+        match self.exchange(&Request::Refresh { mode }).await {
+            Some(Reply::Ok(Value::Null)) => Ok(()),
+            Some(Reply::Error(code)) => Err(Some(code)),
+            Some(Reply::Ok(_)) => {
+                self.gone.store(true, Ordering::SeqCst);
+                Err(None)
+            }
+            None => Err(None),
+        }
+    }
+
+    /// A reply's `ok` value as `T`; a reply of another shape makes the server gone.
+    fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        reply: Option<Reply>,
+    ) -> Result<T, BackendError> {
+        match reply {
+            Some(Reply::Ok(v)) => serde_json::from_value(v).map_err(|_| {
+                // Not a reply of this protocol: a forgery or another program. Its words are not
+                // reported; the facade says FAILED, and the caller answers by itself.
+                self.gone.store(true, Ordering::SeqCst);
+                BackendError::from("the served reply is not a backend answer")
+            }),
+            Some(Reply::Error(_)) => Err(BackendError::from("the server failed")),
+            None => Err(BackendError::from("the server is gone")),
+        }
+    }
+}
+
+impl RepositoryIndexBackend for ServedBackend {
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities {
+            semantic: self.semantic,
+            ..embedded_index::EmbeddedIndex::declared_capabilities()
+        }
+    }
+
+    fn update(&self, _: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async {
+            Err(BackendError::from(
+                "a served index is updated by its server",
+            ))
+        })
+    }
+
+    fn remove(&self, _: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async {
+            Err(BackendError::from(
+                "a served index is updated by its server",
+            ))
+        })
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        Box::pin(async move {
+            let reply = self.exchange(&Request::Search(Box::new(request))).await;
+            self.read(reply)
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        Box::pin(async move {
+            let reply = self.exchange(&Request::Status {}).await;
+            self.read(reply)
+        })
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Sends one request and reads lines until its reply: `None` when the server is gone (the
+/// connection closed, no line within [`IDLE_TIMEOUT`], a line over [`MAX_REPLY`], or a line
+/// that is neither a heartbeat nor a reply).
+async fn exchange(connection: &mut Connection, request: &Request) -> Option<Reply> {
+    let line = serde_json::to_string(request).ok()?;
+    tokio::time::timeout(IDLE_TIMEOUT, send(&mut connection.write, &line))
+        .await
+        .ok()?
+        .ok()?;
+    loop {
+        let line = read_line(&mut connection.read, IDLE_TIMEOUT).await?;
+        match read_reply(&line)? {
+            Line::Working => continue,
+            Line::Reply(reply) => return Some(reply),
+        }
+    }
+}
+
+/// Reads one line within `timeout`; `None` at the end, on an error, past the bound, or late.
+async fn read_line(read: &mut BufReader<OwnedReadHalf>, timeout: Duration) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    tokio::time::timeout(
+        timeout,
+        (&mut *read).take(MAX_REPLY).read_until(b'\n', &mut line),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    // Cut short: the server went away mid-line, or the line is over the bound.
+    (line.last() == Some(&b'\n')).then_some(line)
+}
+
+/// A line from the server.
+#[derive(Debug, PartialEq)]
+enum Line {
+    Working,
+    Reply(Reply),
+}
+
+/// A line as the client reads it; `None` when it is none of the protocol's.
+fn read_reply(line: &[u8]) -> Option<Line> {
     let mut reply: serde_json::Map<String, Value> = serde_json::from_slice(line).ok()?;
     if reply.len() != 1 {
         return None;
     }
-    if let Some(result) = reply.remove("ok") {
-        return result.is_object().then_some(Ok(result));
+    if reply.get("working") == Some(&Value::Bool(true)) {
+        return Some(Line::Working);
     }
-    // The server's failures (a refused call, a failed refresh) carry their code and fixed
-    // message; as a tool error they print the same hint the one-shot path would.
-    let error: WireError = serde_json::from_value(reply.remove("error")?).ok()?;
-    Some(Err(Failure::Tool(error)))
+    if let Some(ok) = reply.remove("ok") {
+        return Some(Line::Reply(Reply::Ok(ok)));
+    }
+    let code = reply.remove("error")?.get("code")?.as_str()?.to_owned();
+    let code = ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)?;
+    Some(Line::Reply(Reply::Error(code)))
+}
+
+/// Connects to the server of the index `search` would use, if one runs for this worktree and
+/// answers the handshake in time: `None` otherwise, and the caller answers by itself. Any error
+/// here is the one-shot path's to report, in its own words. One exchange may take twice
+/// `deadline` (a refresh may wait that long for another writer before the search runs). The
+/// server serves `semantic` to this client only when it serves it with `semantic_setup`, the
+/// client's own ([`host::semantic_setup`]): the same model and re-rank policy.
+pub(crate) async fn connect(
+    root: &Path,
+    index_dir: Option<&Path>,
+    deadline: Duration,
+    semantic_setup: Option<&str>,
+) -> Option<Arc<ServedBackend>> {
+    let (root, index_dir) = host::locate(root, index_dir).ok()?;
+    let dir = File::open(&index_dir).ok()?;
+    let address = socket_address(&index_dir, &dir);
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(address))
+        .await
+        .ok()?
+        .ok()?;
+    drop(dir);
+    if !trusted_peer(&stream) {
+        return None;
+    }
+    let (read, write) = stream.into_split();
+    let mut read = BufReader::new(read);
+    let line = read_line(&mut read, HANDSHAKE_TIMEOUT).await?;
+    let hello: Hello = serde_json::from_slice::<Value>(&line)
+        .ok()
+        .and_then(|mut v| serde_json::from_value(v.get_mut("hello")?.take()).ok())?;
+    if hello.protocol != PROTOCOL || hello.root != root {
+        return None;
+    }
+    Some(Arc::new(ServedBackend {
+        connection: tokio::sync::Mutex::new(Some(Connection { read, write })),
+        gone: AtomicBool::new(false),
+        semantic: hello.modes.contains(&SearchMode::Semantic)
+            && semantic_setup.is_some()
+            && hello.semantic.as_deref() == semantic_setup,
+        patience: deadline.saturating_mul(2),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::read_reply;
-    use crate::failure::Failure;
-    use index_contract::{ErrorCode, WireError};
+    use super::{Line, Reply, read_reply, trusted_uid};
+
+    #[test]
+    fn only_the_same_user_or_root_is_a_trusted_peer() {
+        for (peer, me, trusted) in [
+            (1000, 1000, true),
+            (0, 1000, true),
+            (0, 0, true),
+            (1001, 1000, false),
+            (1000, 0, false),
+            (65534, 1000, false),
+        ] {
+            assert_eq!(trusted_uid(peer, me), trusted, "peer {peer}, me {me}");
+        }
+    }
+    use index_contract::ErrorCode;
     use serde_json::json;
 
-    /// `Some(Ok)` for a result, `Some(Err(code))` for an error, `None` to fall back.
-    fn check(line: &str, expected: Option<Result<(), ErrorCode>>) {
-        let got = read_reply(line.as_bytes()).map(|r| r.map(drop).map_err(|f| f.code()));
-        assert_eq!(got, expected, "{line}");
+    fn check(line: &str, expected: Option<Line>) {
+        assert_eq!(read_reply(line.as_bytes()), expected, "{line}");
     }
 
     #[test]
-    fn a_reply_the_client_cannot_read_means_no_server() {
-        check(r#"{"ok": {"hits": []}}"#, Some(Ok(())));
+    fn a_line_the_client_cannot_read_means_no_server() {
+        check(r#"{"working": true}"#, Some(Line::Working));
+        check(
+            r#"{"ok": {"hits": []}}"#,
+            Some(Line::Reply(Reply::Ok(json!({ "hits": [] })))),
+        );
+        check(r#"{"ok": null}"#, Some(Line::Reply(Reply::Ok(json!(null)))));
         for code in ErrorCode::ALL {
+            // The server's words are never read: only the code.
             let line = json!({ "error": { "code": code.as_str(), "message": "m" } }).to_string();
-            check(&line, Some(Err(code)));
+            check(&line, Some(Line::Reply(Reply::Error(code))));
         }
-        // An error without its message.
-        let no_message = json!({ "error": { "code": ErrorCode::Failed.as_str() } }).to_string();
         for line in [
             "",
             "not json",
             "[]",
             "{}",
-            r#"{"ok": 5}"#,
+            r#"{"working": false}"#,
             r#"{"ok": {}, "error": {}}"#,
-            r#"{"error": {"code": "ERR_SOMETHING_ELSE", "message": "m"}}"#,
-            no_message.as_str(),
+            r#"{"error": {"code": "ERR_SOMETHING_ELSE"}}"#,
+            r#"{"error": "ERR_PRISM_INDEX_FAILED"}"#,
             r#"{"unserved": "this server serves another worktree"}"#,
         ] {
             check(line, None);
@@ -310,25 +650,14 @@ mod tests {
         for text in ["0.9725490196078431", "0.7725490196078431", "0.1", "1e-300"] {
             let score: f64 = text.parse().unwrap();
             let line = json!({ "ok": { "score": score } }).to_string();
-            let got = read_reply(line.as_bytes()).unwrap().unwrap();
+            let Some(Line::Reply(Reply::Ok(got))) = read_reply(line.as_bytes()) else {
+                panic!("{line}");
+            };
             assert_eq!(
                 got["score"].as_f64().unwrap().to_bits(),
                 score.to_bits(),
                 "{text}"
             );
         }
-    }
-
-    #[test]
-    fn a_served_error_keeps_its_code_and_message() {
-        let wire = WireError {
-            code: ErrorCode::Untrusted,
-            message: "path scope refused".into(),
-        };
-        let line = json!({ "error": wire }).to_string();
-        assert_eq!(
-            read_reply(line.as_bytes()),
-            Some(Err(Failure::Tool(wire.clone())))
-        );
     }
 }

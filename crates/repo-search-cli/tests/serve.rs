@@ -25,9 +25,15 @@ struct Server {
 impl Server {
     /// Starts a server on `root` and waits until it listens.
     fn start(root: &Path) -> Server {
+        Server::start_with(root, &[])
+    }
+
+    /// Starts a server on `root` with more options, and waits until it listens.
+    fn start_with(root: &Path, options: &[&std::ffi::OsStr]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--root"])
             .arg(root)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -55,7 +61,7 @@ impl Server {
             .unwrap_or_else(|_| panic!("the server wrote nothing within {LIMIT:?}"))
     }
 
-    /// Waits for the server to exit by itself, then returns how many requests it answered.
+    /// Waits for the server to exit by itself, then returns how many searches it answered.
     fn wait(mut self) -> u64 {
         let started = Instant::now();
         let status = loop {
@@ -70,12 +76,12 @@ impl Server {
         let count = last
             .strip_prefix("repo-search: stopped ")
             .and_then(|l| l.split(" after answering ").nth(1))
-            .and_then(|l| l.strip_suffix(" requests"))
+            .and_then(|l| l.strip_suffix(" searches"))
             .unwrap_or_else(|| panic!("unexpected last line: {last}"));
         count.parse().unwrap()
     }
 
-    /// Stops the server with SIGTERM and returns how many requests it answered.
+    /// Stops the server with SIGTERM and returns how many searches it answered.
     fn stop(self) -> u64 {
         let out = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -168,7 +174,7 @@ fn check(root: &Path, args: &[&str]) {
     );
 }
 
-/// Every call `check` makes through the server.
+/// Every call `check` makes through the server: each asks it for one search.
 const CHECKED: &[&[&str]] = &[
     &["hello"],
     &["hello", "--json"],
@@ -178,6 +184,10 @@ const CHECKED: &[&[&str]] = &[
     &["rare_token_here"],
     &["no_such_text_anywhere"],
     &["no_such_text_anywhere", "--json"],
+];
+
+/// Calls the client refuses by itself, as the one-shot path would: they never reach the server.
+const REFUSED: &[&[&str]] = &[
     &["hello", "--path", "missing", "--json"],
     &["hello", "--path", "../escape"],
     &["hello", "--max-results", "5000", "--json"],
@@ -194,7 +204,7 @@ fn search_through_a_running_server_equals_the_one_shot_answer() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600, "only the owner may connect");
-    for args in CHECKED {
+    for args in CHECKED.iter().chain(REFUSED) {
         check(root, args);
     }
     // A write before a search is seen through the server: new, changed and deleted files.
@@ -322,23 +332,38 @@ fn a_malformed_request_is_answered_and_the_connection_keeps_serving() {
     let server = Server::start(root);
     let mut stream = UnixStream::connect(socket(root)).unwrap();
     stream.set_read_timeout(Some(LIMIT)).unwrap();
-    let request = json!({ "arguments": { "query": "rare_token_here", "mode": "indexed_literal" } });
-    let lines = format!("not json\n{{\"no\": \"arguments\"}}\n{request}\n");
-    stream.write_all(lines.as_bytes()).unwrap();
     let mut replies = BufReader::new(stream.try_clone().unwrap()).lines();
+    let mut next = || -> Value {
+        // Heartbeats are not replies.
+        loop {
+            let line: Value = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
+            if line != json!({ "working": true }) {
+                return line;
+            }
+        }
+    };
+    let hello = next();
+    assert_eq!(hello["hello"]["protocol"], 2, "{hello}");
+    assert_eq!(
+        hello["hello"]["root"],
+        json!(root.canonicalize().unwrap()),
+        "{hello}"
+    );
+    let lines = "not json\n{\"arguments\": {}}\n{\"status\": {}}\n";
+    stream.write_all(lines.as_bytes()).unwrap();
     for _ in 0..2 {
-        let reply: Value = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
+        let reply = next();
         assert_eq!(
             reply["error"]["code"], "ERR_PRISM_INDEX_UNSUPPORTED",
             "{reply}"
         );
     }
-    let reply: Value = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
-    assert_eq!(reply["ok"]["hits"][0]["path"], "docs/readme.md", "{reply}");
+    let reply = next();
+    assert_eq!(reply["ok"]["state"], "ready", "{reply}");
     // A line over the bound is refused, then the connection is closed.
     // The server may close before the last bytes are read; only its reply matters.
     let _ = stream.write_all(&vec![b'x'; (1 << 20) + 10]);
-    let reply: Value = serde_json::from_str(&replies.next().unwrap().unwrap()).unwrap();
+    let reply = next();
     assert_eq!(
         reply["error"]["code"], "ERR_PRISM_INDEX_UNSUPPORTED",
         "{reply}"
@@ -347,5 +372,261 @@ fn a_malformed_request_is_answered_and_the_connection_keeps_serving() {
     let _ = stream.read_to_end(&mut rest);
     assert!(rest.is_empty());
     drop(stream);
-    assert_eq!(server.stop(), 4);
+    assert_eq!(server.stop(), 0);
+}
+
+#[test]
+fn serve_works_in_a_worktree_250_characters_deep() {
+    let base = tempfile::tempdir().unwrap();
+    let mut deep = base.path().to_path_buf();
+    while deep.as_os_str().len() < 250 {
+        deep.push("a_rather_long_directory_name_for_depth");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    support::git_init(&deep);
+    write_old(&deep, "src/lib.rs", "fn deep_needle() {}\n");
+    assert!(
+        socket(&deep).as_os_str().len() > 108,
+        "the socket path must be over sun_path's limit"
+    );
+    let server = Server::start(&deep);
+    check(&deep, &["deep_needle"]);
+    check(&deep, &["deep_needle", "--json"]);
+    assert_eq!(server.stop(), 2, "both searches went through the server");
+}
+
+#[test]
+fn a_stopped_server_costs_a_search_well_under_its_deadline() {
+    let dir = sample();
+    let root = dir.path();
+    let expected = search(root, &["rare_token_here", "--no-server"]);
+    assert_eq!(expected.status.code(), Some(0));
+    let server = Server::start(root);
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    let out = search(root, &["rare_token_here"]);
+    let took = started.elapsed();
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout, expected.stdout, "the same answer, given here");
+    // The handshake bound is 300 ms; the rest is this search's own refresh. The point is that
+    // it is not the 30 s deadline, nor twice it.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(server.stop(), 0, "the stopped server answered nothing");
+}
+
+/// How a fake server answers one request line.
+type Respond = Box<dyn Fn(&Value) -> Vec<String> + Send>;
+
+/// A program of the test's at the socket: it sends `hello` (if any), then answers each request
+/// line with the lines `respond` gives, until the client hangs up.
+fn fake_server(
+    root: &Path,
+    hello: Option<Value>,
+    respond: impl Fn(&Value) -> Vec<String> + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::fs::create_dir_all(root.join(".git/repo-search")).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(socket(root)).unwrap();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut out = stream.try_clone().unwrap();
+        if let Some(hello) = hello {
+            writeln!(out, "{hello}").unwrap();
+        }
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            let request: Value = serde_json::from_str(&line).unwrap();
+            for reply in respond(&request) {
+                if writeln!(out, "{reply}").is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+fn hello(root: &Path) -> Value {
+    json!({ "hello": {
+        "protocol": 2,
+        "root": root.canonicalize().unwrap(),
+        "modes": ["literal", "indexed_literal"],
+    } })
+}
+
+/// The replies of a server that refreshes and reports a fresh index, and answers a search with
+/// `response`.
+fn forging(response: Value) -> impl Fn(&Value) -> Vec<String> {
+    move |request| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let status = json!({ "state": "ready", "source_revision": "forged", "updated_at": now });
+        let reply = if request.get("refresh").is_some() {
+            json!({ "ok": null })
+        } else if request.get("status").is_some() {
+            json!({ "ok": status })
+        } else {
+            json!({ "ok": { "status": status, "complete": true, "hits": response["hits"] } })
+        };
+        vec![reply.to_string()]
+    }
+}
+
+#[test]
+fn a_forged_served_answer_is_untrusted_and_never_printed() {
+    let dir = sample();
+    let root = dir.path();
+    let hit = |path: &str| json!({ "path": path, "line": 1, "column": 1, "snippet": "root:x:0:0:root:/root:/bin/bash", "score": 0.5 });
+    for forged in [
+        hit("../../../etc/passwd"),
+        hit("/etc/passwd"),
+        json!({ "path": "src/m0/f0.rs", "line": 1, "column": 1, "snippet": "x", "score": 7.0 }),
+    ] {
+        let server = fake_server(
+            root,
+            Some(hello(root)),
+            forging(json!({ "hits": [forged] })),
+        );
+        let out = search(root, &["rare_token_here"]);
+        server.join().unwrap();
+        std::fs::remove_file(socket(root)).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("ERR_PRISM_INDEX_UNTRUSTED") && !stderr.contains("root:x"),
+            "{stderr}"
+        );
+    }
+    // A hit outside the asked scope is forged too.
+    let server = fake_server(
+        root,
+        Some(hello(root)),
+        forging(json!({ "hits": [hit("docs/readme.md")] })),
+    );
+    let out = search(root, &["rare_token_here", "--path", "src"]);
+    server.join().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ERR_PRISM_INDEX_UNTRUSTED"));
+}
+
+#[test]
+fn a_server_that_is_not_ours_or_falls_silent_is_answered_around() {
+    let dir = sample();
+    let root = dir.path();
+    let expected = search(root, &["rare_token_here", "--no-server"]);
+    assert_eq!(expected.status.code(), Some(0));
+    let other = tempfile::tempdir().unwrap();
+    let silent = |_: &Value| Vec::new();
+    let heartbeats = |_: &Value| vec![r#"{"working":true}"#.to_owned(); 100_000];
+    let cases: Vec<(&str, Option<Value>, Respond)> = vec![
+        ("no hello", None, Box::new(silent)),
+        (
+            "silent after its hello",
+            Some(hello(root)),
+            Box::new(silent),
+        ),
+        (
+            "another worktree",
+            Some(json!({ "hello": { "protocol": 2, "root": other.path(), "modes": [] } })),
+            Box::new(forging(json!({ "hits": [] }))),
+        ),
+        (
+            "another protocol",
+            Some(
+                json!({ "hello": { "protocol": 1, "root": root.canonicalize().unwrap(), "modes": [] } }),
+            ),
+            Box::new(forging(json!({ "hits": [] }))),
+        ),
+        (
+            "garbage",
+            Some(hello(root)),
+            Box::new(|_: &Value| vec!["<html>".to_owned()]),
+        ),
+        ("only heartbeats", Some(hello(root)), Box::new(heartbeats)),
+    ];
+    for (what, hello, respond) in cases {
+        let server = fake_server(root, hello, respond);
+        let started = Instant::now();
+        let out = search(root, &["rare_token_here", "--deadline-ms", "500"]);
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{what}: {out:?}");
+        assert_eq!(
+            out.stdout, expected.stdout,
+            "{what}: the same answer, given here"
+        );
+        assert!(took < Duration::from_secs(10), "{what}: took {took:?}");
+        drop(server);
+        std::fs::remove_file(socket(root)).unwrap();
+    }
+}
+
+#[test]
+fn semantic_through_a_running_server_equals_the_one_shot_answer() {
+    let dir = sample();
+    let root = dir.path();
+    let model = support::model_dir();
+    // `--rerank=never`: the one-shot side computes no MiniLM vectors, and a re-ranked answer
+    // depends on which of them the server kept by then.
+    let server = Server::start_with(
+        root,
+        &[
+            "--model-dir".as_ref(),
+            model.as_os_str(),
+            "--rerank=never".as_ref(),
+        ],
+    );
+    let model = model.to_str().unwrap();
+    // Another setup than the server's is answered here: a re-rank the server does not serve.
+    let mut other = vec![
+        "a friendly greeting",
+        "--mode",
+        "semantic",
+        "--json",
+        "--no-server",
+    ];
+    other.extend(["--model-dir", model]);
+    let alone = search(root, &other);
+    other.pop();
+    other.pop();
+    other.pop();
+    other.extend(["--model-dir", model]);
+    assert!(
+        without_update_time(&search(root, &other).stdout) == without_update_time(&alone.stdout),
+        "another setup's answer differs from its one-shot answer"
+    );
+    for args in [
+        &[
+            "a friendly greeting",
+            "--mode",
+            "semantic",
+            "--rerank=never",
+        ][..],
+        &[
+            "a friendly greeting",
+            "--mode",
+            "semantic",
+            "--rerank=never",
+            "--json",
+        ][..],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--model-dir", model]);
+        check(root, &args);
+    }
+    assert_eq!(server.stop(), 2, "both went through the server");
 }

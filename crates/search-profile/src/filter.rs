@@ -8,6 +8,9 @@ use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
 use index_contract::{FileFilter, IndexError};
 
+/// ripgrep's built-in type name for "any file of a defined type" (`rg -t all`).
+const ALL_TYPES: &str = "all";
+
 /// The compiled globs and types of a [`FileFilter`], with ripgrep's precedence.
 ///
 /// ripgrep (the `ignore` crate's walk) decides a path in this order:
@@ -69,7 +72,8 @@ impl PathFilter {
         types.add_defaults();
         for (index, name) in files.types.iter().enumerate() {
             // `select` accepts any name; an unknown one fails at `build`, without its position.
-            if !types.definitions().iter().any(|d| d.name() == name) {
+            // `all` is ripgrep's own: every defined type.
+            if name != ALL_TYPES && !types.definitions().iter().any(|d| d.name() == name) {
                 return Err(IndexError::UnknownFileType { index });
             }
             types.select(name);
@@ -161,6 +165,15 @@ mod tests {
         check(&["!a.rs"], &["rust"], "b.py", false);
         check(&["*.py"], &["rust"], "b.py", true);
         check(&["*.py"], &["rust"], "b.rs", false);
+    }
+
+    #[test]
+    fn type_all_selects_every_file_of_a_defined_type_as_rg_t_all() {
+        check(&[], &["all"], "a.rs", true);
+        check(&[], &["all"], "docs/b.md", true);
+        check(&[], &["all"], "Makefile", true);
+        check(&[], &["all"], "notes.unknownext", false);
+        check(&[], &["all", "rust"], "a.rs", true);
     }
 
     #[test]

@@ -49,6 +49,9 @@ fn the_filtered_walk_is_rgs_and_path_filter_agrees_with_it() {
         filter(&[], &["rust"], false, false),
         filter(&["!docs/**"], &["txt", "markdown"], false, false),
         filter(&["src/*"], &["rust"], false, false),
+        // ripgrep's built-in `all`: any file of a defined type.
+        filter(&[], &["all"], false, false),
+        filter(&["!*.md"], &["all"], true, false),
         filter(&["!*.tmp"], &[], true, false),
         filter(&[], &["rust"], false, true),
         filter(&["*.rs"], &[], true, true),

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use index_contract::{ErrorCode, IndexError, WireError};
+use index_contract::{ErrorCode, IndexError};
 use serde_json::{Value, json};
 
 /// Why a command failed.
@@ -20,6 +20,9 @@ pub(crate) enum Failure {
     /// be searchable itself.
     IndexDirInsideWorktree,
     /// `--index-dir` cannot be created, or is not a directory.
+    IndexDirFlagUnusable,
+    /// No index directory could be created or written where the host looks by default: the
+    /// git directory, then the user's cache directory.
     IndexDirUnusable,
     /// The index could not be opened.
     IndexUnopenable,
@@ -28,7 +31,7 @@ pub(crate) enum Failure {
     /// Building the index from scratch failed.
     RebuildFailed,
     /// The tool refused the query or could not answer it.
-    Tool(WireError),
+    Tool(IndexError),
     /// The tool could not be set up (for `schema`, a mode no backend serves).
     Setup(IndexError),
     /// The command line could not be parsed.
@@ -65,6 +68,9 @@ pub(crate) enum Failure {
     RerankModelMissing,
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
+    /// The index could not be written: the device holding the index directory is full. Nothing
+    /// committed was lost.
+    DiskFull,
     /// A running `repo-search serve` stopped answering mid-way; `search` then answers by itself,
     /// so a person never sees this one.
     ServerGone,
@@ -89,15 +95,17 @@ impl Failure {
             Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
             Failure::IndexDirUnusable
+            | Failure::IndexDirFlagUnusable
             | Failure::IndexUnopenable
             | Failure::RebuildFailed
             | Failure::Runtime
             | Failure::SchemaUnavailable
             | Failure::Mcp
             | Failure::ServeUnavailable
-            | Failure::ServerGone => ErrorCode::Failed,
+            | Failure::ServerGone
+            | Failure::DiskFull => ErrorCode::Failed,
             Failure::RefreshFailed(code) => *code,
-            Failure::Tool(e) => e.code,
+            Failure::Tool(e) => e.code(),
             Failure::Setup(e) => e.code(),
         }
     }
@@ -110,13 +118,14 @@ impl Failure {
             Failure::IndexDirInsideWorktree => {
                 "--index-dir is inside the worktree, where the index would be searched itself"
             }
+            Failure::IndexDirFlagUnusable => "--index-dir cannot be created, or is not a directory",
             Failure::IndexDirUnusable => {
-                "no writable index directory: not --index-dir, the git directory or the cache directory"
+                "no writable index directory: neither the git directory nor the cache directory"
             }
             Failure::IndexUnopenable => "the index could not be opened",
             Failure::RefreshFailed(code) => refresh_message(*code),
             Failure::RebuildFailed => "the index could not be built",
-            Failure::Tool(e) => return e.message.clone(),
+            Failure::Tool(e) => return e.to_string(),
             Failure::Setup(e) => return e.to_string(),
             Failure::Usage => "the command line is not valid; see `repo-search search --help`",
             Failure::Runtime => "the async runtime could not start",
@@ -149,6 +158,9 @@ impl Failure {
                  model directory, and it could not be loaded"
             }
             Failure::ServerGone => "the running `repo-search serve` stopped answering",
+            Failure::DiskFull => {
+                "the index could not be written: the device holding the index directory is full"
+            }
             Failure::RootNotOffered => {
                 "`root` must be one of the workspace roots the client named, as the tool's \
                  schema lists them"
@@ -169,8 +181,13 @@ impl Failure {
             Failure::IndexDirUnusable => {
                 "pass --index-dir a writable directory outside the worktree, or use --mode literal"
             }
+            Failure::IndexDirFlagUnusable => {
+                "pass --index-dir a directory (created if missing) that this user can write, \
+                 outside the worktree, or leave it out"
+            }
             Failure::Usage => "see `repo-search --help`",
-            Failure::Tool(_) | Failure::Setup(_) | Failure::RefreshFailed(_) => hint(self.code()),
+            Failure::Tool(e) => tool_hint(e),
+            Failure::Setup(_) | Failure::RefreshFailed(_) => hint(self.code()),
             Failure::IndexUnopenable | Failure::RebuildFailed => {
                 "check that the index directory is writable, then run `repo-search index`"
             }
@@ -205,6 +222,10 @@ impl Failure {
             }
             Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
             Failure::ServerGone => "retry, or pass --no-server",
+            Failure::DiskFull => {
+                "free space on that device, or pass --index-dir a directory on another one; the \
+                 index is as it was before, not damaged"
+            }
             Failure::ModelMissing => {
                 "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
                  and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
@@ -235,6 +256,39 @@ impl Failure {
     }
 }
 
+/// What to do about a tool error: for the arguments whose fix is not the code's usual one, the
+/// fix for that argument.
+fn tool_hint(e: &IndexError) -> &'static str {
+    match e {
+        IndexError::PageChanged => {
+            "the files changed since the previous page was taken: search again from the first \
+             page, without --offset and --page-token"
+        }
+        IndexError::InvalidArgument {
+            argument: "offset", ..
+        } => {
+            "--offset is at most 100000: narrow the query, --path, --glob or --type rather than \
+             paging that deep"
+        }
+        IndexError::InvalidArgument {
+            argument: "max_results",
+            ..
+        } => {
+            "--max-results is 1 to 1000 (a page); leave it out and `search` prints every hit, a \
+             page at a time"
+        }
+        IndexError::InvalidArgument {
+            argument: "context_before" | "context_after",
+            ..
+        } => "-A, -B and -C are at most 20 lines",
+        IndexError::InvalidArgument {
+            argument: "glob" | "type",
+            ..
+        } => "pass at most 32 --glob and 32 --type, each at most 1024 characters",
+        _ => hint(e.code()),
+    }
+}
+
 /// What to do about an error with this code.
 pub(crate) fn hint(code: ErrorCode) -> &'static str {
     match code {
@@ -246,7 +300,9 @@ pub(crate) fn hint(code: ErrorCode) -> &'static str {
             "check --path: it must be repo-relative, with `/` separators, no `..`, and no \
              symbolic link on the way"
         }
-        ErrorCode::Limit => "lower --max-results or shorten the query",
+        ErrorCode::Limit => {
+            "the message names the value over its cap: lower it, or narrow the query"
+        }
         ErrorCode::Timeout => "narrow the query or the --path scope",
         ErrorCode::Unsupported => {
             "use --mode literal or --mode indexed_literal, a non-empty one-line query, and a \
@@ -275,8 +331,11 @@ impl From<crate::host::HostError> for Failure {
             HostError::NotAWorktree => Failure::NotAWorktree,
             HostError::IndexDirInsideWorktree => Failure::IndexDirInsideWorktree,
             HostError::IndexDirUnusable => Failure::IndexDirUnusable,
+            HostError::IndexDirFlagUnusable => Failure::IndexDirFlagUnusable,
+            HostError::IndexUnopenable => Failure::IndexUnopenable,
             HostError::IndexFailed => Failure::RefreshFailed(ErrorCode::Failed),
             HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
+            HostError::DiskFull => Failure::DiskFull,
             HostError::RerankModelMissing => Failure::RerankModelMissing,
             HostError::DeadlineUnusable => Failure::Usage,
         }
@@ -286,8 +345,8 @@ impl From<crate::host::HostError> for Failure {
 /// A `--path` scope for an index query is held to the literal search's on-disk rule (its one
 /// home is `literal_search::check_scope_on_disk`), so that both modes give the same answer.
 pub(crate) fn check_scope_on_disk(root: &Path, scope: Option<&str>) -> Result<(), Failure> {
-    let scope = index_guard::Scope::parse(scope).map_err(|e| Failure::Tool(e.to_wire()))?;
-    literal_search::check_scope_on_disk(root, &scope).map_err(|e| Failure::Tool(e.to_wire()))
+    let scope = index_guard::Scope::parse(scope).map_err(Failure::Tool)?;
+    literal_search::check_scope_on_disk(root, &scope).map_err(Failure::Tool)
 }
 
 #[cfg(test)]
@@ -302,8 +361,11 @@ mod tests {
             (HostError::NotAWorktree, ErrorCode::Unsupported),
             (HostError::IndexDirInsideWorktree, ErrorCode::Untrusted),
             (HostError::IndexDirUnusable, ErrorCode::Failed),
+            (HostError::IndexDirFlagUnusable, ErrorCode::Failed),
+            (HostError::IndexUnopenable, ErrorCode::Failed),
             (HostError::IndexFailed, ErrorCode::Failed),
             (HostError::Busy, ErrorCode::Timeout),
+            (HostError::DiskFull, ErrorCode::Failed),
             (HostError::RerankModelMissing, ErrorCode::Unsupported),
             (HostError::DeadlineUnusable, ErrorCode::Unsupported),
         ] {

@@ -34,12 +34,18 @@ pub(crate) enum HostError {
     /// `--index-dir` is inside the searched worktree.
     IndexDirInsideWorktree,
     /// No index directory could be created or written: neither the git directory nor the user's
-    /// cache directory (nor `--index-dir`).
+    /// cache directory.
     IndexDirUnusable,
+    /// `--index-dir` cannot be created, or is not a directory.
+    IndexDirFlagUnusable,
+    /// The index directory is usable, and the index in it could not be opened.
+    IndexUnopenable,
     /// The index is damaged, or reading the worktree for it failed.
     IndexFailed,
     /// Another writer held the index past this call's deadline.
     Busy,
+    /// The index could not be written: the device holding the index directory is full.
+    DiskFull,
     /// `--deadline-ms` is outside the caps the contract allows.
     DeadlineUnusable,
     /// `--rerank` was asked for, and MiniLM could not be loaded from the model directory.
@@ -58,9 +64,31 @@ impl From<EmbeddedIndexError> for HostError {
     fn from(e: EmbeddedIndexError) -> Self {
         match e {
             EmbeddedIndexError::Busy => HostError::Busy,
+            EmbeddedIndexError::Io(e) if is_disk_full(&e) => HostError::DiskFull,
             _ => HostError::IndexFailed,
         }
     }
+}
+
+impl From<semantic_index::StoreError> for HostError {
+    fn from(e: semantic_index::StoreError) -> Self {
+        match e {
+            semantic_index::StoreError::Busy => HostError::Busy,
+            semantic_index::StoreError::Io { source, .. } if is_disk_full(&source) => {
+                HostError::DiskFull
+            }
+            _ => HostError::IndexFailed,
+        }
+    }
+}
+
+/// Whether a write failed because the device (or the user's quota on it) is full: the index is
+/// not damaged then, and rebuilding it would fail the same way.
+fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// What a refresh did.
@@ -275,9 +303,11 @@ fn index_location(
     let index_dir = match index_dir {
         Some(d) => {
             if !usable_dir(d) {
-                return Err(HostError::IndexDirUnusable);
+                return Err(HostError::IndexDirFlagUnusable);
             }
-            let d = d.canonicalize().map_err(|_| HostError::IndexDirUnusable)?;
+            let d = d
+                .canonicalize()
+                .map_err(|_| HostError::IndexDirFlagUnusable)?;
             // The index must never be searchable itself.
             if d.starts_with(root) && !d.starts_with(git_dir) {
                 return Err(HostError::IndexDirInsideWorktree);
@@ -375,7 +405,7 @@ impl Host {
         }
         let index_dir = index_location(&root, &git_dir, index_dir)?;
         let index = Arc::new(
-            EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexDirUnusable)?,
+            EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexUnopenable)?,
         );
         let policy = semantic.map_or(RerankPolicy::Never, |setup| setup.rerank);
         let semantic_setup_served = semantic.as_ref().map(semantic_setup);
@@ -552,9 +582,7 @@ impl Host {
         // Attest the regular `<head>+g<generation>` revision right away.
         let r = index.refresh(&head, None)?;
         if let Some(engine) = &self.semantic {
-            engine
-                .catch_up(index, None)
-                .map_err(|_| HostError::IndexFailed)?;
+            engine.catch_up(index, None)?;
         }
         Ok(Refresh {
             kind: "build",
@@ -577,10 +605,7 @@ impl Host {
         let bar = Progress::on_terminal("re-rank vectors {bar:40} {pos}/{len} chunks ({elapsed})");
         let kept = engine
             .keep_rerank_vectors(index, usize::MAX, &mut |done, total| bar.set(done, total))
-            .map_err(|e| match e {
-                semantic_index::StoreError::Busy => HostError::Busy,
-                _ => HostError::IndexFailed,
-            })?;
+            .map_err(HostError::from)?;
         bar.finish();
         Ok(Some(kept))
     }
@@ -610,17 +635,13 @@ impl Host {
             // when the index found nothing changed (the store may lag after a crash). A first
             // build of the store is not held to the query deadline.
             if let Some(engine) = semantic {
-                let failed = |e| match e {
-                    semantic_index::StoreError::Busy => HostError::Busy,
-                    _ => HostError::IndexFailed,
-                };
-                let stats = engine.catch_up(&index, None).map_err(failed)?;
+                let stats = engine.catch_up(&index, None).map_err(HostError::from)?;
                 if stats != semantic_index::CatchUp::default() {
                     // A long catch-up (a first build takes minutes) outlives the freshness window
                     // the index's refresh opened: look at the worktree again, and catch up again.
                     let deadline = Instant::now() + budget;
                     Host::refresh_index(&index, &root, &head, watcher, deadline)?;
-                    engine.catch_up(&index, None).map_err(failed)?;
+                    engine.catch_up(&index, None).map_err(HostError::from)?;
                     if let Some(changed) = rerank_vectors {
                         // Full: a pass is already due, and will read this store.
                         let _ = changed.try_send(());

@@ -371,12 +371,42 @@ pub(crate) fn print_status(status: &index_contract::IndexStatus, files: u64, pla
     );
     println!(
         "updated:   {}",
-        status
-            .updated_at
-            .map_or("-".into(), |t| format!("{} ms since the epoch", t.0))
+        status.updated_at.map_or("-".into(), |t| {
+            when(t.0, index_contract::UnixMillis::now().0)
+        })
     );
     println!("files:     {files}");
     println!("{place}");
+}
+
+/// A time for a person: the UTC date and time in ISO 8601, and how long ago it was
+/// (`2026-12-02T10:27:07Z (3 min ago)`). Epoch milliseconds are for `--json`.
+fn when(millis: u64, now: u64) -> String {
+    let secs = millis / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm, for the proleptic Gregorian calendar.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    let age = match now.saturating_sub(millis) / 1000 {
+        _ if now < millis => "in the future".to_owned(),
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 86_400 => format!("{} h ago", s / 3600),
+        s => format!("{} days ago", s / 86_400),
+    };
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z ({age})",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 /// Opens the host for a command that serves `semantic` too when the model is installed.
@@ -413,9 +443,9 @@ async fn answer_with(
     let request = host
         .tool
         .parse_arguments(arguments)
-        .map_err(|e| Failure::Tool(e.to_wire()))?;
+        .map_err(Failure::Tool)?;
     // A regex, glob or type that cannot compile is refused before it costs a refresh.
-    search_profile::check_patterns(&request).map_err(|e| Failure::Tool(e.to_wire()))?;
+    search_profile::check_patterns(&request).map_err(Failure::Tool)?;
     if request.mode.is_indexed() && host.tool.modes().contains(&request.mode) {
         failure::check_scope_on_disk(&host.root, request.path.as_deref())?;
         if refresh == Refresh::First {
@@ -433,9 +463,9 @@ async fn answer_with(
         .tool
         .call_request(request)
         .await
-        .map_err(|e| Failure::Tool(e.to_wire()))?;
+        .map_err(Failure::Tool)?;
     serde_json::to_value(&result)
-        .map_err(|_| Failure::Tool(index_contract::IndexError::BackendFailed.to_wire()))
+        .map_err(|_| Failure::Tool(index_contract::IndexError::BackendFailed))
 }
 
 /// Whether the command line asked for JSON: `--json` before any `--`.
@@ -501,7 +531,10 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 return Ok(ExitCode::SUCCESS);
             }
             let host = open_host_with_model(&location, host::HostModes::Indexed).await?;
-            let r = host.rebuild().map_err(|_| Failure::RebuildFailed)?;
+            let r = host.rebuild().map_err(|e| match e {
+                host::HostError::DiskFull => Failure::DiskFull,
+                _ => Failure::RebuildFailed,
+            })?;
             eprintln!("indexed {} files at {}", r.upserts, r.revision);
             if location.rerank != RerankArg::Never {
                 // The vectors are a cache: failing to keep them fails no index.
@@ -959,5 +992,49 @@ impl<'a> Printer<'a> {
                 "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::when;
+
+    fn check(millis: u64, now: u64, expected: &str) {
+        assert_eq!(when(millis, now), expected, "{millis} at {now}");
+    }
+
+    #[test]
+    fn status_times_read_as_an_iso_date_and_an_age() {
+        check(0, 0, "1970-01-01T00:00:00Z (0 s ago)");
+        check(
+            951_782_400_000,
+            951_782_459_999,
+            "2000-02-29T00:00:00Z (59 s ago)",
+        );
+        check(
+            1_796_207_227_000,
+            1_796_207_407_000,
+            "2026-12-02T10:27:07Z (3 min ago)",
+        );
+        check(
+            1_796_207_227_000,
+            1_796_214_427_000,
+            "2026-12-02T10:27:07Z (2 h ago)",
+        );
+        check(
+            1_796_207_227_000,
+            1_796_466_427_000,
+            "2026-12-02T10:27:07Z (3 days ago)",
+        );
+        check(
+            4_102_444_799_000,
+            4_102_444_799_000,
+            "2099-12-31T23:59:59Z (0 s ago)",
+        );
+        check(
+            1_796_207_227_000,
+            1_796_207_226_000,
+            "2026-12-02T10:27:07Z (in the future)",
+        );
     }
 }

@@ -498,3 +498,135 @@ fn a_missing_or_symlinked_path_gets_the_same_answer_in_both_modes() {
         first_per_file(&search(root, "hello", "literal", &["--path", "real"]))
     );
 }
+
+/// A command that must fail: exit 2, and its stderr (`code: message` then `hint: …`).
+fn failing(root: &Path, args: &[&str]) -> String {
+    let out = run(root, args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn every_hint_names_the_real_cause_and_the_real_fix() {
+    let dir = repo();
+    let root = dir.path();
+    for i in 0..3 {
+        write(root, &format!("f{i}.txt"), "hello\n");
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    // An offset over the cap: narrow the query, not "lower --max-results".
+    let err = failing(root, &["search", "hello", "--offset", "200000"]);
+    assert!(
+        err.contains("ERR_PRISM_INDEX_LIMIT") && err.contains("hint: --offset is at most 100000"),
+        "{err}"
+    );
+    // --index-dir naming a file: the documented message.
+    let err = failing(
+        root,
+        &["search", "hello", "--index-dir", file.to_str().unwrap()],
+    );
+    assert!(
+        err.contains(
+            "ERR_PRISM_INDEX_FAILED: --index-dir cannot be created, or is not a directory"
+        ),
+        "{err}"
+    );
+    // A literal page whose earlier hits changed: start again, not "run repo-search index".
+    let first = run(
+        root,
+        &[
+            "search",
+            "hello",
+            "--mode",
+            "literal",
+            "--max-results",
+            "1",
+            "--json",
+        ],
+    );
+    let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let token = first["page_token"].as_str().unwrap().to_owned();
+    write(root, "a-first.txt", "hello\n");
+    let err = failing(
+        root,
+        &[
+            "search",
+            "hello",
+            "--mode",
+            "literal",
+            "--max-results",
+            "1",
+            "--offset",
+            "1",
+            "--page-token",
+            &token,
+        ],
+    );
+    assert!(
+        err.contains("ERR_PRISM_INDEX_STALE")
+            && err.contains("search again from the first page")
+            && !err.contains("repo-search index"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_full_disk_is_reported_as_full_not_as_a_damaged_index() {
+    let dir = repo();
+    let root = dir.path();
+    // More text than the 64 KiB device below can index.
+    for i in 0..64 {
+        let text: String = (0..800).map(|j| format!("word_{i}_{j} hello\n")).collect();
+        write(root, &format!("src/f{i}.txt"), &text);
+    }
+    let index = tempfile::tempdir().unwrap();
+    // A small tmpfs of this test's own, in a user and mount namespace (util-linux `unshare`).
+    let script = format!(
+        "mount -t tmpfs -o size=64k tmpfs '{}' && exec '{}' search hello --index-dir '{}'",
+        index.path().display(),
+        BIN,
+        index.path().display()
+    );
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "ERR_PRISM_INDEX_FAILED: the index could not be written: the device \
+                         holding the index directory is full"
+        ) && stderr.contains("not damaged")
+            && !stderr.contains("damaged or could not be read"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn status_prints_an_iso_date_and_an_age_for_a_person_and_millis_under_json() {
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "hello\n");
+    search(root, "hello", "indexed_literal", &[]);
+    let out = run(root, &["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let updated = text
+        .lines()
+        .find_map(|l| l.strip_prefix("updated:   "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // `2026-12-02T10:27:07Z (0 s ago)`
+    let (date, age) = updated.split_once(' ').unwrap();
+    assert!(
+        date.len() == 20 && date.ends_with('Z') && date.as_bytes()[10] == b'T',
+        "{updated}"
+    );
+    assert!(age.starts_with('(') && age.ends_with(" ago)"), "{updated}");
+    let json = run(root, &["status", "--json"]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(v["status"]["updated_at"].as_u64().unwrap() > 1_700_000_000_000);
+}

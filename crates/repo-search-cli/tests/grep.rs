@@ -144,6 +144,7 @@ fn human_output_equals_ripgreps_for_every_option() {
         &with(&["-g", "!big/**"]),
     );
     check(root, "needle", &["-t", "py"], &with(&["-t", "py"]));
+    check(root, "needle", &["-t", "all"], &with(&["-t", "all"]));
     check(
         root,
         "needle",

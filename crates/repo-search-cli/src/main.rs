@@ -99,7 +99,7 @@ struct Location {
     )]
     rerank: RerankArg,
     /// The longest a query may take, in milliseconds, its refresh included: an index query past
-    /// it fails with ERR_PRISM_INDEX_TIMEOUT, and a literal search stops with what it found.
+    /// it fails with the code `TIMEOUT`, and a literal search stops with what it found.
     #[arg(
         long,
         value_name = "MS",
@@ -282,6 +282,18 @@ enum Command {
     Serve {
         #[command(flatten)]
         location: Location,
+    },
+    /// Print a completion script for a shell, e.g. `source <(repo-search completions bash)`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page in roff, e.g. `repo-search man | man -l -`; with a command's name,
+    /// that command's page.
+    Man {
+        /// A command (`search`, `index`, `status`, `schema`, `mcp`, `serve`, ...).
+        command: Option<String>,
     },
 }
 
@@ -512,8 +524,57 @@ fn main() -> ExitCode {
     }
 }
 
+/// The completion script for `shell`.
+fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "repo-search", &mut script);
+    if shell != clap_complete::Shell::Bash {
+        return script;
+    }
+    // clap_complete's bash script names a command's state `repo__search__subcmd__search` in its
+    // dispatch loop but `repo__subcmd__search__subcmd__search` in its case arms when the binary's
+    // name holds a hyphen, so no option after a command ever completed
+    // (https://github.com/clap-rs/clap/issues/6421). The arms are spelled as the loop spells them.
+    String::from_utf8_lossy(&script)
+        .replace("repo__subcmd__search", "repo__search")
+        .into_bytes()
+}
+
+/// The manual page of `repo-search`, or of one of its commands (`repo-search-search(1)`).
+fn man_page(command: Option<&str>) -> Result<Vec<u8>, Failure> {
+    use clap::CommandFactory;
+    let top = Cli::command();
+    let page = match command {
+        None => top,
+        Some(name) => {
+            let sub = top
+                .get_subcommands()
+                .find(|c| c.get_name() == name)
+                .ok_or(Failure::Usage)?
+                .clone();
+            let full = format!("repo-search-{name}");
+            sub.name(full.clone()).display_name(full)
+        }
+    };
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page)
+        .render(&mut out)
+        .map_err(|_| Failure::Usage)?;
+    Ok(out)
+}
+
 async fn run(command: Command) -> Result<ExitCode, Failure> {
     match command {
+        Command::Completions { shell } => {
+            let _ = std::io::stdout().write_all(&completions(shell));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { command } => {
+            let page = man_page(command.as_deref())?;
+            let _ = std::io::stdout().write_all(&page);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Schema { modes } => {
             let modes: Vec<SearchMode> = modes.into_iter().map(Mode::search_mode).collect();
             // The schema depends only on the modes and caps, not on a worktree; the facade over a

@@ -7,7 +7,7 @@
 //! runs its own tool and facade over a [`ServedBackend`], which relays the index's `status` and
 //! `search` to the server, so every served answer passes the client's own freshness and trust
 //! gates (paths, scope, scores, caps, provenance) exactly as an index answer does, and a forged
-//! reply is `ERR_PRISM_INDEX_UNTRUSTED`. The client also checks the server's credentials
+//! reply is refused with the `UNTRUSTED` code. The client also checks the server's credentials
 //! (`SO_PEERCRED`: its own uid, or root), and the server the client's.
 //!
 //! **The protocol**, one JSON object per line:
@@ -636,7 +636,7 @@ mod tests {
             r#"{"working": false}"#,
             r#"{"ok": {}, "error": {}}"#,
             r#"{"error": {"code": "ERR_SOMETHING_ELSE"}}"#,
-            r#"{"error": "ERR_PRISM_INDEX_FAILED"}"#,
+            &json!({ "error": ErrorCode::Failed.as_str() }).to_string(),
             r#"{"unserved": "this server serves another worktree"}"#,
         ] {
             check(line, None);

@@ -630,3 +630,99 @@ fn status_prints_an_iso_date_and_an_age_for_a_person_and_millis_under_json() {
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(v["status"]["updated_at"].as_u64().unwrap() > 1_700_000_000_000);
 }
+
+#[test]
+fn the_bash_completion_loads_and_completes_commands_and_flags() {
+    let script = format!(
+        r#"source <('{BIN}' completions bash) || exit 3
+complete -p repo-search || exit 4
+COMP_WORDS=(repo-search se); COMP_CWORD=1; COMP_LINE="repo-search se"; COMP_POINT=14
+_repo__search repo-search se repo-search; echo "commands: ${{COMPREPLY[*]}}"
+COMP_WORDS=(repo-search search --no-ser); COMP_CWORD=2
+_repo__search repo-search --no-ser search; echo "flags: ${{COMPREPLY[*]}}""#
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("-F _repo__search repo-search"), "{stdout}");
+    assert!(stdout.contains("commands: search serve"), "{stdout}");
+    // Options after a command complete too.
+    assert!(stdout.contains("flags: --no-server"), "{stdout}");
+}
+
+#[test]
+fn completions_are_generated_for_every_shell() {
+    for (shell, marker) in [
+        ("bash", "_repo__search()"),
+        ("zsh", "#compdef repo-search"),
+        ("fish", "complete -c repo-search"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(marker),
+            "{shell}: {}",
+            &text[..text.len().min(200)]
+        );
+    }
+}
+
+#[test]
+fn the_man_pages_render_with_man_without_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    for (command, title) in [
+        (None, "repo-search"),
+        (Some("search"), "repo-search-search"),
+        (Some("mcp"), "repo-search-mcp"),
+        (Some("serve"), "repo-search-serve"),
+    ] {
+        let mut args = vec!["man"];
+        args.extend(command);
+        let page = Command::new(BIN).args(&args).output().unwrap();
+        assert!(page.status.success(), "{args:?}");
+        let file = dir.path().join(format!("{title}.1"));
+        std::fs::write(&file, &page.stdout).unwrap();
+        let out = Command::new("man")
+            .arg("-l")
+            .arg(&file)
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "100")
+            .output()
+            .expect("`man` (man-db) is installed by `cargo xtask tools`");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: groff warned: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("NAME") && text.contains("SYNOPSIS"), "{text}");
+        assert!(text.contains(title), "{text}");
+    }
+    // The page of a command that does not exist is a usage error.
+    assert_eq!(
+        Command::new(BIN)
+            .args(["man", "nope"])
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+}

@@ -870,9 +870,21 @@ impl<'a> Printer<'a> {
         let _ = self.out.flush();
         if result["complete"] == false && !cut_as_asked {
             let why = result["stopped"].as_str().unwrap_or("unknown");
-            eprintln!(
-                "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
-            );
+            if why == "unserved_files" {
+                let skipped = &result["stats"]["files_skipped"];
+                let n = ["non_utf8_path", "refused_path"]
+                    .iter()
+                    .filter_map(|k| skipped[k].as_u64())
+                    .sum::<u64>();
+                eprintln!(
+                    "repo-search: incomplete answer: {n} matching file(s) not shown, their names \
+                     are not UTF-8 or could mislead (rg or ls -b shows them)"
+                );
+            } else {
+                eprintln!(
+                    "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
+                );
+            }
         }
     }
 }

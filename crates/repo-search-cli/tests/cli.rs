@@ -498,3 +498,39 @@ fn a_missing_or_symlinked_path_gets_the_same_answer_in_both_modes() {
         first_per_file(&search(root, "hello", "literal", &["--path", "real"]))
     );
 }
+
+/// A matching file whose name is not UTF-8 is counted in both modes, and both say the answer is
+/// incomplete; the human output says so on stderr. (rg prints such a name lossily; JSON cannot
+/// carry it.)
+#[cfg(unix)]
+#[test]
+fn a_matching_file_whose_name_is_not_utf8_is_counted_in_every_mode() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "needle a\n");
+    std::fs::write(
+        root.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")),
+        "needle bad\n",
+    )
+    .unwrap();
+    for mode in ["literal", "indexed_literal"] {
+        let v = search(root, "needle", mode, &[]);
+        assert_eq!(v["hits"].as_array().unwrap().len(), 1, "{mode}: {v}");
+        assert_eq!(v["complete"], false, "{mode}: {v}");
+        assert_eq!(v["stopped"], "unserved_files", "{mode}: {v}");
+        assert_eq!(
+            v["stats"]["files_skipped"]["non_utf8_path"], 1,
+            "{mode}: {v}"
+        );
+        let v = search(root, "needle a", mode, &[]);
+        assert_eq!(v["complete"], true, "{mode}: {v}");
+        let out = run(root, &["search", "needle", "--mode", mode]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a.txt:1:1:needle a\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("1 matching file(s) not shown"),
+            "{mode}: {err}"
+        );
+    }
+}

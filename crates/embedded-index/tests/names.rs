@@ -55,6 +55,13 @@ fn a_matching_file_whose_name_is_not_utf8_is_held_counted_and_never_served() {
     check(&index, "needle a", None, &["a.txt"], 0);
     check(&index, "other", Some("src"), &[], 1);
     check(&index, "needle", Some("src"), &[], 0);
+    let committed = index.committed_files();
+    assert_eq!(
+        committed.files.iter().map(|f| &f.path).collect::<Vec<_>>(),
+        ["a.txt"]
+    );
+    assert_eq!(committed.unservable.len(), 3, "{:?}", committed.unservable);
+
     // Edits are seen, through a full walk and then through the directory cache (once the
     // directories are old enough to vouch for themselves).
     write(&root, b"bad\xff.txt", "no longer\n");

@@ -19,6 +19,7 @@ mod git;
 mod host;
 mod mcp;
 mod pg_host;
+mod quote;
 mod semantic;
 mod serve;
 mod stdio;
@@ -743,10 +744,13 @@ struct Style<'a> {
 }
 
 /// Prints hits as ripgrep does: `path:line:column:text`, context lines as `path-line-text`
-/// with `--` between separate groups, `path` alone for `-l` and `path:count` for `-c`.
+/// with `--` between separate groups, `path` alone for `-l` and `path:count` for `-c`. Names and,
+/// on a terminal, text are made safe to print first ([`quote`]).
 struct Printer<'a> {
     style: Style<'a>,
     out: std::io::StdoutLock<'static>,
+    /// Whether stdout is a terminal, which text must not steer.
+    terminal: bool,
     /// The file and line last printed, so that overlapping context is printed once.
     last: Option<(String, u64)>,
     /// The last hit printed, whose after-context waits for the hit that follows it.
@@ -759,6 +763,7 @@ impl<'a> Printer<'a> {
         Printer {
             style,
             out: std::io::stdout().lock(),
+            terminal: std::io::stdout().is_terminal(),
             last: None,
             pending: None,
             printed: 0,
@@ -773,11 +778,20 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// `line` as this output may print it.
+    fn text<'t>(&self, line: &'t str) -> std::borrow::Cow<'t, str> {
+        if self.terminal {
+            quote::text(line)
+        } else {
+            std::borrow::Cow::Borrowed(line)
+        }
+    }
+
     fn print(&mut self, hits: &[Value]) {
         for h in hits {
             self.printed += 1;
             let path = h["path"].as_str().unwrap_or("");
-            let shown_path = self.paint("35", path);
+            let shown_path = self.paint("35", &quote::path(path));
             if let Some(count) = h["count"].as_u64() {
                 let _ = writeln!(self.out, "{shown_path}:{count}");
                 continue;
@@ -811,7 +825,7 @@ impl<'a> Printer<'a> {
                 }
             }
             if line >= from {
-                let snippet = h["snippet"].as_str().unwrap_or("");
+                let snippet = &*self.text(h["snippet"].as_str().unwrap_or(""));
                 let col = h["column"].as_u64().unwrap_or(0);
                 let text = match self.style.highlight {
                     Some(q) if self.style.color => {
@@ -835,7 +849,7 @@ impl<'a> Printer<'a> {
             return;
         };
         let path = h["path"].as_str().unwrap_or("");
-        let shown_path = self.paint("35", path);
+        let shown_path = self.paint("35", &quote::path(path));
         let line = h["line"].as_u64().unwrap_or(0);
         let stop = next
             .filter(|next| next["path"] == h["path"])
@@ -860,6 +874,7 @@ impl<'a> Printer<'a> {
 
     fn context_line(&mut self, path: &str, n: u64, text: &str) {
         let n = self.paint("32", &n.to_string());
+        let text = self.text(text);
         let _ = writeln!(self.out, "{path}-{n}-{text}");
     }
 

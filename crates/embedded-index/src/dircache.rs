@@ -97,14 +97,6 @@ fn rule_paths(root: &Path, repo_dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-fn rel_join(root: &Path, rel: &str) -> PathBuf {
-    if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(rel)
-    }
-}
-
 impl DirCache {
     /// Records a complete walk of `root` that selected `files` (in path order) and entered `dirs`
     /// (both repo-relative, with the stamps the walk saw). `None` when a directory is too young
@@ -130,7 +122,7 @@ impl DirCache {
             if !settled(stamp) {
                 return None;
             }
-            let dir = rel_join(root, rel);
+            let dir = search_profile::name_path(root, rel);
             for name in IGNORE_FILES {
                 if let Some(s) = lstat(&dir.join(name)) {
                     if !settled(&s) {

@@ -183,6 +183,10 @@ pub struct CommittedFiles {
     /// hold different files have different digests, so an engine keeping pace with this index
     /// names what it caught up to by both.
     pub digest: u64,
+    /// The walk names of the files it holds but no answer may name (not UTF-8, or refused by the
+    /// trust gate), in path order: an engine that ranks every file in scope counts those in
+    /// scope as unserved, since it cannot rank them.
+    pub unservable: Arc<[String]>,
 }
 
 impl Default for CommittedFiles {
@@ -192,6 +196,7 @@ impl Default for CommittedFiles {
             status: IndexStatus::new(IndexState::Failed),
             files: Vec::new(),
             digest: 0,
+            unservable: Arc::from([]),
         }
     }
 }
@@ -231,6 +236,21 @@ fn servable_files(s: &Snapshot) -> Vec<CommittedFile> {
             })
         })
         .collect()
+}
+
+/// The walk names of the live files of a snapshot that no answer may name, in path order: what
+/// [`CommittedFiles::unservable`] lists.
+fn unservable_files(s: &Snapshot) -> Arc<[String]> {
+    s.unservable
+        .get_or_init(|| {
+            s.live_docs()
+                .filter(|&(_, si, id)| {
+                    s.segments[si].meta(id).flags & segment::flags::REFUSED_NAME != 0
+                })
+                .map(|(path, _, _)| path.to_owned())
+                .collect()
+        })
+        .clone()
 }
 
 /// [`CommittedFiles::digest`] of `files`.
@@ -459,21 +479,23 @@ impl EmbeddedIndex {
             status: self.status_of(&s),
             files,
             digest,
+            unservable: unservable_files(&s),
         }
     }
 
-    /// The committed status and the digest of the same snapshot's servable files (as
-    /// [`CommittedFiles::digest`]): what an engine that caught up to that very commit recorded.
-    /// The digest is computed once per commit.
-    pub fn committed_status(&self) -> (IndexStatus, u64) {
+    /// The committed status, the digest of the same snapshot's servable files (as
+    /// [`CommittedFiles::digest`]: what an engine that caught up to that very commit recorded)
+    /// and the files it holds but may not serve ([`CommittedFiles::unservable`]). Both are
+    /// computed once per commit.
+    pub fn committed_status(&self) -> (IndexStatus, u64, Arc<[String]>) {
         self.sync();
         let Some(s) = self.snapshot() else {
-            return (IndexStatus::new(IndexState::Failed), 0);
+            return (IndexStatus::new(IndexState::Failed), 0, Arc::from([]));
         };
         let digest = *s
             .files_digest
             .get_or_init(|| files_digest(&servable_files(&s)));
-        (self.status_of(&s), digest)
+        (self.status_of(&s), digest, unservable_files(&s))
     }
 
     /// Whether the committed index holds `path`.

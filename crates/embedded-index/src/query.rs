@@ -205,7 +205,7 @@ impl EmbeddedIndex {
                 matches = c.matches;
                 at = c.at;
                 skipped = c.skipped;
-                complete = c.skipped.refused_path == 0;
+                complete = c.skipped.unserved() == 0;
             }
         }
         // Verify in candidate order, a chunk at a time across threads, until the blocks are known.
@@ -241,7 +241,7 @@ impl EmbeddedIndex {
                 match v {
                     Verified::Match(_) if c.flags & flags::REFUSED_NAME != 0 => {
                         // Held but never served: the answer cannot be complete.
-                        skipped.refused_path += 1;
+                        search_profile::count_unserved(&mut skipped, c.path);
                         complete = false;
                     }
                     Verified::Match(m) => matches.push(BackendHit {

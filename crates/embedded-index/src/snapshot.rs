@@ -28,6 +28,9 @@ pub(crate) struct Snapshot {
     /// The digest of the servable files and their versions, computed once when first asked for
     /// (`EmbeddedIndex::committed_status`).
     pub(crate) files_digest: std::sync::OnceLock<u64>,
+    /// The walk names of the live files no answer may name, computed once when first asked for
+    /// (`EmbeddedIndex::committed_status`).
+    pub(crate) unservable: std::sync::OnceLock<Arc<[String]>>,
 }
 
 /// The revision a removal commits when the facade routed it as the first half of an update: the
@@ -57,6 +60,7 @@ impl Snapshot {
             live_count: 0,
             verified_at: AtomicU64::new(0),
             files_digest: std::sync::OnceLock::new(),
+            unservable: std::sync::OnceLock::new(),
         }
     }
 
@@ -178,6 +182,7 @@ impl Snapshot {
             live_count,
             verified_at: AtomicU64::new(0),
             files_digest: std::sync::OnceLock::new(),
+            unservable: std::sync::OnceLock::new(),
         })
     }
 

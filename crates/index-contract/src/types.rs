@@ -506,8 +506,9 @@ pub enum StopReason {
     Deadline,
     /// The caller cancelled (literal mode returns what it found by then).
     Cancelled,
-    /// Index modes: a file the index holds but may not serve (its name fails the trust gate)
-    /// holds a match, so the hits are not all the matches there are.
+    /// A file holds a match but its name cannot be served (not UTF-8, or refused as the trust
+    /// gate refuses it: `stats.files_skipped` counts them), so the hits are not all the matches
+    /// there are. Paging on would not bring them.
     UnservedFiles,
 }
 
@@ -541,24 +542,37 @@ pub struct SearchHit {
 }
 
 /// Files passed over, by reason. The literal search counts every reason; an index backend counts
-/// only what it met while verifying candidates (`unreadable`, `refused_path`), so its other counts
-/// are 0.
+/// only what it met while verifying candidates (`unreadable`, `non_utf8_path`, `refused_path`),
+/// so its other counts are 0.
+///
+/// `non_utf8_path` and `refused_path` count files that match (in `semantic` mode, that are in
+/// scope, since every file is a candidate there) but whose names no answer carries: a file is
+/// never left out silently, and an answer with one of them is incomplete
+/// ([`StopReason::UnservedFiles`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedFiles {
     /// Binary files (a NUL byte), as ripgrep decides.
     pub binary: u64,
-    /// Files whose names are not UTF-8, which cannot be reported faithfully as JSON strings.
+    /// Matching files whose names are not UTF-8, which a JSON string cannot carry.
     pub non_utf8_path: u64,
     /// Files that could not be opened or read.
     pub unreadable: u64,
     /// Files the walk handed over after the search had stopped (deadline or cancel), so never
     /// searched. The walk quits at once, so files it had not listed yet are not counted.
     pub not_reached: u64,
-    /// Index modes: selected files that the index holds but cannot serve, because the trust
-    /// gate refuses their names (for example a bidi control in a file name). An answer is
-    /// incomplete when one of them holds a match.
+    /// Matching files whose names the trust gate refuses (for example a bidi control in a file
+    /// name). The literal search withholds the names the gate refuses as look-alikes
+    /// (`index_guard::is_lookalike_path`); an index withholds every name the gate refuses.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub refused_path: u64,
+}
+
+impl SkippedFiles {
+    /// Files that hold a match but whose names no answer may carry: `non_utf8_path` plus
+    /// `refused_path`. An answer with any is incomplete ([`StopReason::UnservedFiles`]).
+    pub fn unserved(&self) -> u64 {
+        self.non_utf8_path.saturating_add(self.refused_path)
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

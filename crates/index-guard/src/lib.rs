@@ -58,7 +58,9 @@ pub use freshness::{check_freshness, parse_status};
 pub use mode::check_mode;
 pub use options::{OptionSupport, check_options};
 pub use page::{Page, check_page_token, page_token, paginate};
-pub use path::{Scope, check_field_path, check_path, is_git_internal_segment, is_within};
+pub use path::{
+    Scope, check_field_path, check_path, is_git_internal_segment, is_lookalike_path, is_within,
+};
 pub use query::{
     MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_scope_chars,
     check_tool_query,

@@ -205,18 +205,30 @@ pub fn check_path(path: &str) -> Result<(), PathRejection> {
     if path.split('/').any(is_git_internal_segment) {
         return Err(PathRejection::GitInternal);
     }
-    if path.chars().any(is_invisible) {
+    if is_lookalike_path(path) {
         return Err(PathRejection::Lookalike);
+    }
+    Ok(())
+}
+
+/// Whether `path` reads as something it is not: it holds an invisible or bidirectional
+/// character, or a segment that a look-alike of `/`, `\` or `.` turns into another structure
+/// ([`PathRejection::Lookalike`]). [`check_path`] refuses such a path; the literal search, which
+/// reads names from the disk rather than from an index, withholds exactly these, whatever else
+/// the name holds.
+pub fn is_lookalike_path(path: &str) -> bool {
+    if path.chars().any(is_invisible) {
+        return true;
     }
     let mut segments = path.split('/').peekable();
     let mut first = true;
     while let Some(segment) = segments.next() {
         if spoofs_structure(segment, first, segments.peek().is_some()) {
-            return Err(PathRejection::Lookalike);
+            return true;
         }
         first = false;
     }
-    Ok(())
+    false
 }
 
 /// A checked search scope: the whole repository, or one repo-relative directory or file.

@@ -330,3 +330,26 @@ fn is_git_internal_segment_matches_what_git_refuses() {
         assert_eq!(is_git_internal_segment(segment), internal, "{segment:?}");
     }
 }
+
+/// The literal search withholds exactly the look-alike names, whatever else a name holds: a bidi
+/// override next to a control character is still one, while a control character, a backslash
+/// or a drive prefix alone is not (JSON carries those exactly).
+#[test]
+fn is_lookalike_path_finds_lookalikes_whatever_else_the_name_holds() {
+    let check = |path: &str, expected: bool| {
+        assert_eq!(index_guard::is_lookalike_path(path), expected, "{path:?}");
+    };
+    check("evil\u{202E}txt.exe", true);
+    check("a\u{200B}b.rs", true);
+    check("x\n\u{202E}y", true);
+    check("..\u{FF0F}etc", true);
+    check("a\u{2215}b", true);
+    check("x\nforged.rs", false);
+    check("a\\b.txt", false);
+    check("c:x", false);
+    check("说明：安装.md", false);
+    check("Loading….md", false);
+    // The gate reports the first rule a path breaks.
+    assert_eq!(check_path("evil\u{202E}txt.exe"), Err(Lookalike));
+    assert_eq!(check_path("x\n\u{202E}y"), Err(ControlCharacter));
+}

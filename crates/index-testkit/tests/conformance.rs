@@ -24,6 +24,8 @@ enum Fault {
     ServesRefusedNames,
     /// An answer that left a refused file's match out claims to be complete.
     HidesUnservedFiles,
+    /// Files whose names are not UTF-8 are left out, as if they did not exist.
+    DropsNonUtf8Names,
     /// The first half of an update (its removals) commits under the old revision's name.
     RemovalKeepsRevision,
 }
@@ -38,7 +40,7 @@ struct Memory {
 
 impl Memory {
     fn read(&self, path: &str) -> Option<String> {
-        std::fs::read(self.root.join(path))
+        std::fs::read(search_profile::name_path(&self.root, path))
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
@@ -127,7 +129,7 @@ impl RepositoryIndexBackend for Memory {
                 };
                 if index_guard::check_path(path).is_err() && self.fault != Fault::ServesRefusedNames
                 {
-                    skipped.refused_path += 1;
+                    search_profile::count_unserved(&mut skipped, path);
                     response.complete = self.fault == Fault::HidesUnservedFiles;
                     continue;
                 }
@@ -164,7 +166,10 @@ impl Subject for Faulty {
                 fault: self.0,
                 state: Mutex::new((BTreeMap::new(), IndexStatus::new(IndexState::Empty))),
             };
-            for path in index_testkit::rg::rg_files(root) {
+            for path in search_profile::Selection::new(root).files() {
+                if self.0 == Fault::DropsNonUtf8Names && search_profile::is_non_utf8_name(&path) {
+                    continue;
+                }
                 if let Some(text) = index.read(&path) {
                     files.insert(path, text);
                 }
@@ -239,6 +244,14 @@ fn a_backend_hiding_unserved_files_fails_the_trust_check() {
     check(
         "a_file_whose_name_the_gate_refuses_is_never_served",
         Fault::HidesUnservedFiles,
+    );
+}
+
+#[test]
+fn a_backend_dropping_names_that_are_not_utf8_fails_the_names_check() {
+    check(
+        "a_matching_file_whose_name_is_not_utf8_is_counted_never_served",
+        Fault::DropsNonUtf8Names,
     );
 }
 

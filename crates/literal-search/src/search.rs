@@ -47,6 +47,7 @@ pub(crate) struct Job {
     files_searched: AtomicU64,
     binary: AtomicU64,
     non_utf8_path: AtomicU64,
+    refused_path: AtomicU64,
     unreadable: AtomicU64,
     not_reached: AtomicU64,
 }
@@ -93,6 +94,7 @@ impl Job {
             files_searched: AtomicU64::new(0),
             binary: AtomicU64::new(0),
             non_utf8_path: AtomicU64::new(0),
+            refused_path: AtomicU64::new(0),
             unreadable: AtomicU64::new(0),
             not_reached: AtomicU64::new(0),
         }
@@ -139,18 +141,21 @@ impl Job {
             .collector
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
-        let stopped = stopped.or(collector.capped.then_some(StopReason::MaxResults));
+        let skipped = SkippedFiles {
+            binary: self.binary.into_inner(),
+            non_utf8_path: self.non_utf8_path.into_inner(),
+            unreadable: self.unreadable.into_inner(),
+            not_reached: self.not_reached.into_inner(),
+            refused_path: self.refused_path.into_inner(),
+        };
+        let stopped = stopped
+            .or(collector.capped.then_some(StopReason::MaxResults))
+            .or((skipped.unserved() > 0).then_some(StopReason::UnservedFiles));
         Ok(Outcome {
             hits: collector.into_hits(),
             stopped,
             files_searched: self.files_searched.into_inner(),
-            skipped: SkippedFiles {
-                binary: self.binary.into_inner(),
-                non_utf8_path: self.non_utf8_path.into_inner(),
-                unreadable: self.unreadable.into_inner(),
-                not_reached: self.not_reached.into_inner(),
-                ..SkippedFiles::default()
-            },
+            skipped,
         })
     }
 
@@ -169,10 +174,6 @@ impl Job {
         }
         let rel = match entry {
             FileEntry::File { rel, .. } => rel,
-            FileEntry::NonUtf8Path => {
-                self.non_utf8_path.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
             FileEntry::Dir { .. } => return,
             FileEntry::Unreadable { .. } => {
                 self.unreadable.fetch_add(1, Ordering::Relaxed);
@@ -188,7 +189,16 @@ impl Job {
         local.searched += 1;
         let hits = self.search_file(dir, searcher, rel);
         // Most files have no hits: do not contend for the lock for them.
-        if !hits.is_empty() {
+        if hits.is_empty() {
+            return;
+        }
+        // A file whose name no answer may carry is searched all the same, so that a match in it
+        // is counted and the answer says it is incomplete (docs/literal-search.md, "Names").
+        if search_profile::is_non_utf8_name(rel) {
+            self.non_utf8_path.fetch_add(1, Ordering::Relaxed);
+        } else if index_guard::is_lookalike_path(rel) {
+            self.refused_path.fetch_add(1, Ordering::Relaxed);
+        } else {
             self.collector().add(PathKey(rel.to_owned()), hits);
         }
     }

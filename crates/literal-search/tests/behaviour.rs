@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use index_contract::{
-    ErrorCode, RepositoryOperations, SearchMode, SearchRequest, SearchResult, StopReason,
+    ErrorCode, OutputMode, RepositoryOperations, SearchMode, SearchRequest, SearchResult,
+    StopReason,
 };
 use literal_search::{LiteralSearch, LiteralSearchConfig};
 use support::write;
@@ -385,4 +386,79 @@ fn binary_detection_does_not_depend_on_what_a_thread_searched_before() {
         );
         assert_eq!(within, alone, "{path}");
     }
+}
+
+/// Writes `text` at the repo-relative `name`, given as bytes: a name need not be UTF-8.
+#[cfg(unix)]
+fn write_name(root: &std::path::Path, name: &[u8], text: &str) {
+    use std::os::unix::ffi::OsStrExt;
+    let path = root.join(std::ffi::OsStr::from_bytes(name));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A file that matches but whose name no answer may carry (not UTF-8, or a bidi override that
+/// the trust gate refuses as a look-alike) is searched, counted and makes the answer
+/// incomplete, in every output; one that does not match changes nothing. A name with a control
+/// character is served: JSON carries it exactly, and the CLI quotes it.
+#[cfg(unix)]
+#[test]
+fn a_matching_file_whose_name_cannot_be_served_is_counted_and_the_answer_is_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    write_name(root, b"a.txt", "needle a\n");
+    write_name(root, b"bad\xff.txt", "needle bad\nsecond needle\n");
+    write_name(root, b"sub/d\xe9j\xe0.txt", "other\n");
+    write_name(root, "evil\u{202E}txt.exe".as_bytes(), "needle evil\n");
+    write_name(root, b"x\nforged.rs:1:1:needle", "needle forged\n");
+    let search = LiteralSearch::new(root).unwrap();
+    let check = |r: SearchRequest, paths: &[&str], non_utf8: u64, refused: u64| {
+        let result = run(&search, r.clone());
+        let got: Vec<&str> = result.hits.iter().map(|h| h.path.as_str()).collect();
+        let skipped = result.stats.files_skipped.unwrap();
+        assert_eq!(got, paths, "{r:?}");
+        assert_eq!(
+            (skipped.non_utf8_path, skipped.refused_path),
+            (non_utf8, refused),
+            "{r:?}"
+        );
+        let unserved = non_utf8 + refused > 0;
+        assert_eq!(result.complete, !unserved, "{r:?}");
+        assert_eq!(
+            result.stopped,
+            unserved.then_some(StopReason::UnservedFiles),
+            "{r:?}"
+        );
+    };
+    let both = ["a.txt", "x\nforged.rs:1:1:needle"];
+    check(req("needle"), &both, 1, 1);
+    for output in [OutputMode::Files, OutputMode::Count] {
+        let mut r = req("needle");
+        r.output = output;
+        check(r, &both, 1, 1);
+    }
+    check(req("needle a"), &["a.txt"], 0, 0);
+    // A scope holds the file whose directory is named in UTF-8, and no other.
+    let mut r = req("other");
+    r.path = Some("sub".into());
+    check(r, &[], 1, 0);
+    let mut r = req("needle");
+    r.path = Some("sub".into());
+    check(r, &[], 0, 0);
+    // A glob is matched on the name the file really has.
+    let mut r = req("needle");
+    r.files.globs = vec!["bad?.txt".into()];
+    check(r, &[], 1, 0);
+    // Under a cap, the cap is why; the last page says what no page can bring.
+    let mut r = req("needle");
+    r.max_results = Some(1);
+    let first = run(&search, r.clone());
+    assert_eq!(first.stopped, Some(StopReason::MaxResults));
+    assert_eq!(first.stats.files_skipped.unwrap().unserved(), 2);
+    r.offset = first.next_offset.unwrap() as usize;
+    r.page_token = first.page_token;
+    let last = run(&search, r);
+    assert_eq!(last.hits[0].path, "x\nforged.rs:1:1:needle");
+    assert_eq!(last.stopped, Some(StopReason::UnservedFiles));
 }

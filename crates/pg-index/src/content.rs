@@ -52,6 +52,42 @@ fn text_and_raw(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
     }
 }
 
+/// The text a row's `path` holds for the walk name `name` (`search_profile::walk_name`): the
+/// name itself, except that each NUL escaping a byte of a name that is not UTF-8 becomes `//`,
+/// since PostgreSQL text cannot hold a NUL. A selected path never holds `//`, so such a row
+/// cannot collide with a UTF-8 name, and the trust gate refuses its empty segment, so no answer
+/// names it.
+pub(crate) fn stored_path(name: &str) -> std::borrow::Cow<'_, str> {
+    if search_profile::is_non_utf8_name(name) {
+        std::borrow::Cow::Owned(name.replace('\0', "//"))
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
+/// The walk name a row's `path` stands for: the inverse of [`stored_path`]. An escape is always
+/// followed by hex digits, never by a `/`, so a run of two slashes is a NUL, and a run of three
+/// is a separator followed by one. Longer runs come from no walk name and are kept.
+pub(crate) fn walk_name(stored: &str) -> std::borrow::Cow<'_, str> {
+    if !stored.contains("//") {
+        return std::borrow::Cow::Borrowed(stored);
+    }
+    let mut out = String::with_capacity(stored.len());
+    let mut rest = stored;
+    while let Some(at) = rest.find('/') {
+        out.push_str(&rest[..at]);
+        let run = rest[at..].bytes().take_while(|&b| b == b'/').count();
+        match run {
+            2 => out.push('\0'),
+            3 => out.push_str("/\0"),
+            n => out.push_str(&"/".repeat(n)),
+        }
+        rest = &rest[at + run..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The path with each `/` as a zero byte: byte order on it is the component-wise path order
 /// (`search_profile::PathKey`), since no name holds a zero byte.
 pub(crate) fn sort_key(path: &str) -> Vec<u8> {
@@ -208,7 +244,7 @@ pub(crate) fn score(prior: f32, line: &[u8], start: usize, end: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{sort_key, stored, word_patterns, words};
+    use super::{sort_key, stored, stored_path, walk_name, word_patterns, words};
 
     #[test]
     fn word_patterns_bound_what_the_query_bounds_and_keep_only_safe_letters_under_case_folding() {
@@ -331,6 +367,28 @@ mod tests {
         check(b"a\x00fn main", "a\u{FFFD}fn main", true);
         check(b"\xff\xfef\x00n\x00", "fn", true);
         check(b"\xfe\xff\x00f\x00n", "fn", true);
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_stored_without_a_nul_and_read_back_exactly() {
+        let check = |raw: &[u8], expected: &str| {
+            let name = search_profile::walk_name(raw);
+            let stored = stored_path(&name);
+            assert_eq!(stored, expected, "{raw:?}");
+            assert!(!stored.contains('\0'));
+            assert_eq!(walk_name(&stored), name, "{raw:?}");
+            assert_eq!(
+                index_guard::check_path(&stored).is_ok(),
+                std::str::from_utf8(raw).is_ok(),
+                "{raw:?}"
+            );
+        };
+        check(b"src/main.rs", "src/main.rs");
+        check(b"bad\xff.txt", "bad//ff.txt");
+        check(b"a/\xff", "a///ff");
+        check(b"\xff/b", "//ff/b");
+        check(b"a\xfe/\xff/c\xfd", "a//fe///ff/c//fd");
+        check(b"\xff\xfe", "//ff//fe");
     }
 
     #[test]

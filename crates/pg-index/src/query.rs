@@ -160,7 +160,8 @@ impl PgIndex {
                     response.complete = false;
                     break 'fetch;
                 }
-                let path: &str = row.get(0);
+                let stored: &str = row.get(0);
+                let path = &*content::walk_name(stored);
                 let bytes: &[u8] = match row.get::<_, Option<&[u8]>>(2) {
                     Some(raw) => raw,
                     None => row.get::<_, &str>(1).as_bytes(),
@@ -172,7 +173,7 @@ impl PgIndex {
                 match verify(&mut searcher, &matcher, path, bytes, prior, &control) {
                     Verified::Match(_) if index_guard::check_path(path).is_err() => {
                         // Held but never served: the answer cannot be complete.
-                        skipped.refused_path += 1;
+                        search_profile::count_unserved(&mut skipped, path);
                         response.complete = false;
                     }
                     Verified::Match(hit) => response.hits.push(hit),

@@ -94,6 +94,9 @@ impl PgIndex {
             let now = SystemTime::now();
             Selection::new(root)
                 .collect(|_, entry| Some(entry.metadata().ok().and_then(|m| stamp_of(&m, now))))
+                .into_iter()
+                .map(|(name, stamp)| (crate::content::stored_path(&name).into_owned(), stamp))
+                .collect()
         })
         .await
         .map_err(|_| PgIndexError::Io(std::io::Error::other("the walk panicked")))?;

@@ -40,9 +40,14 @@ impl PgIndex {
     /// server can still be told).
     pub async fn build(&self, source_revision: &str) -> Result<WriteStats, PgIndexError> {
         let root = self.root().to_path_buf();
-        let files = tokio::task::spawn_blocking(move || Selection::new(root).files())
-            .await
-            .map_err(|_| PgIndexError::Io(std::io::Error::other("the walk panicked")))?;
+        let files = tokio::task::spawn_blocking(move || {
+            let files = Selection::new(root).files().into_iter();
+            files
+                .map(|name| content::stored_path(&name).into_owned())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|_| PgIndexError::Io(std::io::Error::other("the walk panicked")))?;
         self.set_state("building").await?;
         let written = self
             .write(Upserts::All(&files), &[], Some(source_revision), false)
@@ -269,11 +274,11 @@ impl PgIndex {
         Ok((stats, gone))
     }
 
-    /// Reads one file of the worktree, beneath the root and following no symlink, with the
-    /// stamp of the very file read (taken before reading, so a write during the read changes
-    /// the stamp the next push sees) and the hash of its bytes.
+    /// Reads the file of the worktree a row's `path` names, beneath the root and following no
+    /// symlink, with the stamp of the very file read (taken before reading, so a write during
+    /// the read changes the stamp the next push sees) and the hash of its bytes.
     pub(crate) fn read_file(&self, path: &str, now: SystemTime) -> Read {
-        let mut f = match self.worktree.open_file(path) {
+        let mut f = match self.worktree.open_file(&content::walk_name(path)) {
             Ok(f) => f,
             Err(
                 OpenError::Missing

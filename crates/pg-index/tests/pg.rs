@@ -85,6 +85,10 @@ const CASES: &[(&str, Case)] = &[
         "search_now_refuses_what_the_backend_does_not_declare",
         || Box::pin(search_now_refuses_what_the_backend_does_not_declare()),
     ),
+    (
+        "a_matching_file_whose_name_is_not_utf8_is_stored_counted_and_never_served",
+        || Box::pin(a_matching_file_whose_name_is_not_utf8_is_stored_counted_and_never_served()),
+    ),
 ];
 
 fn main() {
@@ -1071,4 +1075,48 @@ async fn search_now_refuses_what_the_backend_does_not_declare() {
             other => panic!("{what}: {other:?}"),
         }
     }
+}
+
+/// A file whose name is not UTF-8 is stored (a text column cannot hold its walk name as it is),
+/// by a build and by a push, and a match in it is counted, never served.
+async fn a_matching_file_whose_name_is_not_utf8_is_stored_counted_and_never_served() {
+    use std::os::unix::ffi::OsStrExt;
+    let tree = tempfile::tempdir().unwrap();
+    let root = tree.path();
+    let raw = |name: &[u8]| root.join(std::ffi::OsStr::from_bytes(name));
+    write_old(root, "a.txt", b"needle a\n", 60);
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::fs::write(raw(b"bad\xff.txt"), "needle bad\n").unwrap();
+    std::fs::write(raw(b"sub/\xfex.txt"), "other\n").unwrap();
+    let index = open(root, "names", "r").await;
+    let check = |query: &'static str,
+                 scope: Option<&'static str>,
+                 served: &'static [&'static str],
+                 non_utf8: u64| {
+        let index = &index;
+        async move {
+            let found = index
+                .search_now(&request(query, false, scope))
+                .await
+                .unwrap();
+            let got: Vec<&str> = found.hits.iter().map(|h| h.path.as_str()).collect();
+            assert_eq!(got, served, "{query} in {scope:?}");
+            let skipped = found.skipped.unwrap_or_default();
+            assert_eq!(skipped.non_utf8_path, non_utf8, "{query} in {scope:?}");
+            assert_eq!(skipped.refused_path, 0, "{query} in {scope:?}");
+            assert_eq!(found.complete, non_utf8 == 0, "{query} in {scope:?}");
+        }
+    };
+    index.build("h1").await.unwrap();
+    check("needle", None, &["a.txt"], 1).await;
+    check("other", Some("sub"), &[], 1).await;
+    check("other", Some("a.txt"), &[], 0).await;
+    check("needle a", None, &["a.txt"], 0).await;
+    let pushed = index.sync("h2", true).await.unwrap();
+    assert_eq!(pushed.files, 3, "{pushed:?}");
+    std::fs::remove_file(raw(b"bad\xff.txt")).unwrap();
+    let pushed = index.sync("h3", true).await.unwrap();
+    assert_eq!((pushed.files, pushed.removed), (2, 1), "{pushed:?}");
+    check("needle", None, &["a.txt"], 0).await;
+    check("other", None, &[], 1).await;
 }

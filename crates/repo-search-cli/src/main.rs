@@ -19,6 +19,7 @@ mod git;
 mod host;
 mod mcp;
 mod pg_host;
+mod quote;
 mod semantic;
 mod serve;
 mod stdio;
@@ -922,10 +923,13 @@ struct Style<'a> {
 }
 
 /// Prints hits as ripgrep does: `path:line:column:text`, context lines as `path-line-text`
-/// with `--` between separate groups, `path` alone for `-l` and `path:count` for `-c`.
+/// with `--` between separate groups, `path` alone for `-l` and `path:count` for `-c`. Names and,
+/// on a terminal, text are made safe to print first ([`quote`]).
 struct Printer<'a> {
     style: Style<'a>,
     out: std::io::StdoutLock<'static>,
+    /// Whether stdout is a terminal, which text must not steer.
+    terminal: bool,
     /// The file and line last printed, so that overlapping context is printed once.
     last: Option<(String, u64)>,
     /// The last hit printed, whose after-context waits for the hit that follows it.
@@ -938,6 +942,7 @@ impl<'a> Printer<'a> {
         Printer {
             style,
             out: std::io::stdout().lock(),
+            terminal: std::io::stdout().is_terminal(),
             last: None,
             pending: None,
             printed: 0,
@@ -952,11 +957,20 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// `line` as this output may print it.
+    fn text<'t>(&self, line: &'t str) -> std::borrow::Cow<'t, str> {
+        if self.terminal {
+            quote::text(line)
+        } else {
+            std::borrow::Cow::Borrowed(line)
+        }
+    }
+
     fn print(&mut self, hits: &[Value]) {
         for h in hits {
             self.printed += 1;
             let path = h["path"].as_str().unwrap_or("");
-            let shown_path = self.paint("35", path);
+            let shown_path = self.paint("35", &quote::path(path));
             if let Some(count) = h["count"].as_u64() {
                 let _ = writeln!(self.out, "{shown_path}:{count}");
                 continue;
@@ -990,7 +1004,7 @@ impl<'a> Printer<'a> {
                 }
             }
             if line >= from {
-                let snippet = h["snippet"].as_str().unwrap_or("");
+                let snippet = &*self.text(h["snippet"].as_str().unwrap_or(""));
                 let col = h["column"].as_u64().unwrap_or(0);
                 let text = match self.style.highlight {
                     Some(q) if self.style.color => {
@@ -1014,7 +1028,7 @@ impl<'a> Printer<'a> {
             return;
         };
         let path = h["path"].as_str().unwrap_or("");
-        let shown_path = self.paint("35", path);
+        let shown_path = self.paint("35", &quote::path(path));
         let line = h["line"].as_u64().unwrap_or(0);
         let stop = next
             .filter(|next| next["path"] == h["path"])
@@ -1039,6 +1053,7 @@ impl<'a> Printer<'a> {
 
     fn context_line(&mut self, path: &str, n: u64, text: &str) {
         let n = self.paint("32", &n.to_string());
+        let text = self.text(text);
         let _ = writeln!(self.out, "{path}-{n}-{text}");
     }
 
@@ -1049,9 +1064,21 @@ impl<'a> Printer<'a> {
         let _ = self.out.flush();
         if result["complete"] == false && !cut_as_asked {
             let why = result["stopped"].as_str().unwrap_or("unknown");
-            eprintln!(
-                "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
-            );
+            if why == "unserved_files" {
+                let skipped = &result["stats"]["files_skipped"];
+                let n = ["non_utf8_path", "refused_path"]
+                    .iter()
+                    .filter_map(|k| skipped[k].as_u64())
+                    .sum::<u64>();
+                eprintln!(
+                    "repo-search: incomplete answer: {n} matching file(s) not shown, their names \
+                     are not UTF-8 or could mislead (rg or ls -b shows them)"
+                );
+            } else {
+                eprintln!(
+                    "repo-search: incomplete answer (stopped: {why}); narrow the query, --path or --glob"
+                );
+            }
         }
     }
 }

@@ -18,8 +18,8 @@ use std::time::Instant;
 use embedded_index::EmbeddedIndex;
 use index_contract::{
     BackendCapabilities, BackendError, BackendHit, BackendSearchResponse, BoxFuture, IndexState,
-    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
-    limits::DEFAULT_MAX_RESULTS,
+    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, SkippedFiles,
+    UpdateRequest, limits::DEFAULT_MAX_RESULTS,
 };
 use index_guard::Scope;
 use search_profile::{PathFilter, RootDir};
@@ -674,6 +674,7 @@ impl SemanticEngine {
             store,
             status: committed.status.clone(),
             digest: committed.digest,
+            unservable: committed.unservable.clone(),
         };
         if let Some(s) = self.store().filter(|s| s.revision() == key) {
             return Ok((Some(pin(s)), semantic_index::CatchUp::default()));
@@ -708,12 +709,14 @@ impl SemanticEngine {
     }
 
     /// Answers a `semantic` request from the committed store, with the index's `status` when
-    /// the store attests the same revision, and as `stale` otherwise.
+    /// the store attests the same revision, and as `stale` otherwise. `unservable` are the
+    /// files of that commit that the store does not hold because no answer may name them.
     fn search(
         &self,
         request: &SearchRequest,
         status: IndexStatus,
         digest: u64,
+        unservable: &[String],
         pinned: Option<Arc<Store>>,
         root: &Path,
     ) -> Result<BackendSearchResponse, BackendError> {
@@ -797,8 +800,15 @@ impl SemanticEngine {
             || f.include_ignored
             || !f.types.is_empty()
             || f.globs.iter().any(|g| !g.starts_with('!'));
+        // Every file in scope is a candidate for a ranking, and these could not be ranked: each
+        // is counted, and the answer says it is incomplete.
+        let mut skipped = SkippedFiles::default();
+        for name in unservable.iter().filter(|n| keep(n)) {
+            search_profile::count_unserved(&mut skipped, name);
+        }
         let mut answer = response(status, hits);
-        answer.complete = !widened;
+        answer.complete = !widened && skipped.unserved() == 0;
+        answer.skipped = (skipped.unserved() > 0).then_some(skipped);
         Ok(answer)
     }
 }
@@ -849,6 +859,7 @@ struct Pinned {
     store: Arc<Store>,
     status: IndexStatus,
     digest: u64,
+    unservable: Arc<[String]>,
 }
 
 fn response(status: IndexStatus, hits: Vec<BackendHit>) -> BackendSearchResponse {
@@ -927,10 +938,12 @@ impl RepositoryIndexBackend for CompositeBackend {
             return self.index.search(request);
         }
         Box::pin(async move {
-            let (status, digest) = self.index.committed_status();
+            let (status, digest, unservable) = self.index.committed_status();
             let ready = status.state == IndexState::Ready;
             let root = self.index.root();
-            let answer = self.semantic.search(&request, status, digest, None, root)?;
+            let answer = self
+                .semantic
+                .search(&request, status, digest, &unservable, None, root)?;
             if !(ready && answer.status.state == IndexState::Stale) {
                 return Ok(answer);
             }
@@ -943,10 +956,14 @@ impl RepositoryIndexBackend for CompositeBackend {
             // panic on a current-thread runtime.)
             let pinned = self.semantic.catch_up_pinned(&self.index, None);
             match pinned {
-                Ok((Some(p), _)) => {
-                    self.semantic
-                        .search(&request, p.status, p.digest, Some(p.store), root)
-                }
+                Ok((Some(p), _)) => self.semantic.search(
+                    &request,
+                    p.status,
+                    p.digest,
+                    &p.unservable,
+                    Some(p.store),
+                    root,
+                ),
                 Ok((None, _)) => Ok(answer),
                 Err(e) => Err(e.into()),
             }
@@ -1489,5 +1506,54 @@ mod tests {
             hybrid,
             "not re-ranked after the second fill"
         );
+    }
+
+    /// A ranking considers every file in scope: one the store cannot hold because no answer may
+    /// name it (not UTF-8, a bidi override) is counted, and the answer says it is incomplete.
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn files_in_scope_whose_names_cannot_be_served_are_counted_by_a_ranking() {
+        use index_contract::RepositoryIndexBackend;
+        use std::os::unix::ffi::OsStrExt;
+        let (repo, store) = two_functions();
+        let bad = repo
+            .path()
+            .join(std::ffi::OsStr::from_bytes(b"src/bad\xff.py"));
+        std::fs::write(bad, "def connect():\n    pass\n").unwrap();
+        write(
+            repo.path(),
+            "src/evil\u{202E}yp.py",
+            "def server():\n    pass\n",
+        );
+        let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
+        index.refresh("head", None).unwrap();
+        let backend = CompositeBackend {
+            index: index.clone(),
+            semantic: Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap()),
+        };
+        backend.catch_up().unwrap();
+        for (scope, unserved) in [
+            (None, (1, 1)),
+            (Some("src"), (1, 1)),
+            (Some("src/net.py"), (0, 0)),
+        ] {
+            let mut request = SearchRequest::new("connect to a server", SearchMode::Semantic);
+            request.path = scope.map(str::to_owned);
+            let answer = backend.search(request).await.unwrap();
+            assert_eq!(answer.status.state, IndexState::Ready);
+            assert!(
+                answer
+                    .hits
+                    .iter()
+                    .all(|h| index_guard::check_path(&h.path).is_ok())
+            );
+            let skipped = answer.skipped.unwrap_or_default();
+            assert_eq!(
+                (skipped.non_utf8_path, skipped.refused_path),
+                unserved,
+                "{scope:?}"
+            );
+            assert_eq!(answer.complete, unserved == (0, 0), "{scope:?}");
+        }
     }
 }

@@ -433,20 +433,15 @@ impl Watcher {
         })
     }
 
-    /// Watches exactly these repo-relative directories of the selection (plus what
+    /// Watches exactly these directories of the selection, by their walk names (plus what
     /// [`Watcher::start`] watches). A directory that cannot be watched (the watch limit) makes
     /// every later query plan a full refresh until one succeeds.
     pub(crate) fn track(&self, dirs: &[String]) {
         let root = &self.shared.root;
+        // Walk names: a directory whose name is not UTF-8 is watched as the name it stands for.
         let wanted: HashSet<PathBuf> = dirs
             .iter()
-            .map(|d| {
-                if d.is_empty() {
-                    root.clone()
-                } else {
-                    root.join(d)
-                }
-            })
+            .map(|d| search_profile::name_path(root, d))
             .collect();
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let Inner { backend, watched } = &mut *inner;
@@ -614,6 +609,24 @@ mod tests {
             );
             assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
         }
+    }
+
+    /// A directory whose name is not UTF-8 is tracked by its walk name and watched as the
+    /// directory it stands for: no watch fails, so a quiet tree plans no walk, and a write in it
+    /// plans one (its path names no file an answer may carry).
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_not_named_in_utf8_is_watched_by_its_walk_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let (_dir, root, w) = setup();
+        let odd = root.join(std::ffi::OsStr::from_bytes(b"s\xe9"));
+        std::fs::create_dir(&odd).unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        w.track(&["".into(), "src".into(), "s\0e9".into()]);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
+        std::fs::write(odd.join("a.rs"), "x").unwrap();
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Full);
+        assert_eq!(w.changes(Duration::from_secs(5)), Plan::Paths(vec![]));
     }
 
     /// Events lost (inotify's `IN_Q_OVERFLOW`, notify's rescan flag, any watcher error) make the

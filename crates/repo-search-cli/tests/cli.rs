@@ -726,3 +726,82 @@ fn the_man_pages_render_with_man_without_warnings() {
         Some(2)
     );
 }
+
+/// A matching file whose name is not UTF-8 is counted in both modes, and both say the answer is
+/// incomplete; the human output says so on stderr. (rg prints such a name lossily; JSON cannot
+/// carry it.)
+#[cfg(unix)]
+#[test]
+fn a_matching_file_whose_name_is_not_utf8_is_counted_in_every_mode() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = repo();
+    let root = dir.path();
+    write(root, "a.txt", "needle a\n");
+    std::fs::write(
+        root.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")),
+        "needle bad\n",
+    )
+    .unwrap();
+    for mode in ["literal", "indexed_literal"] {
+        let v = search(root, "needle", mode, &[]);
+        assert_eq!(v["hits"].as_array().unwrap().len(), 1, "{mode}: {v}");
+        assert_eq!(v["complete"], false, "{mode}: {v}");
+        assert_eq!(v["stopped"], "unserved_files", "{mode}: {v}");
+        assert_eq!(
+            v["stats"]["files_skipped"]["non_utf8_path"], 1,
+            "{mode}: {v}"
+        );
+        let v = search(root, "needle a", mode, &[]);
+        assert_eq!(v["complete"], true, "{mode}: {v}");
+        let out = run(root, &["search", "needle", "--mode", mode]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a.txt:1:1:needle a\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("1 matching file(s) not shown"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+/// Human output quotes a name that could forge a hit line or steer the terminal (a newline, an
+/// escape sequence), as git quotes names, in every output; JSON carries the name exactly. An
+/// index never serves such a name (the trust gate refuses control characters): it counts it.
+#[cfg(unix)]
+#[test]
+fn names_with_control_characters_are_quoted_and_never_forge_a_line() {
+    let dir = repo();
+    let root = dir.path();
+    write(
+        root,
+        "esc\u{1b}]0;pwned\u{7}.txt",
+        "needle one\nafter one\n",
+    );
+    write(root, "x\nforged.rs:1:1:needle", "needle two\n");
+    let esc = r#""esc\033]0;pwned\a.txt""#;
+    let forged = r#""x\nforged.rs:1:1:needle""#;
+    let human = |mode: &str, extra: &[&str]| {
+        let mut args = vec!["search", "needle", "--mode", mode];
+        args.extend_from_slice(extra);
+        String::from_utf8(run(root, &args).stdout).unwrap()
+    };
+    assert_eq!(
+        human("literal", &[]),
+        format!("{esc}:1:1:needle one\n{forged}:1:1:needle two\n")
+    );
+    assert_eq!(human("literal", &["-l"]), format!("{esc}\n{forged}\n"));
+    assert_eq!(human("literal", &["-c"]), format!("{esc}:1\n{forged}:1\n"));
+    assert_eq!(
+        human("literal", &["-A", "1"]),
+        format!("{esc}:1:1:needle one\n{esc}-2-after one\n--\n{forged}:1:1:needle two\n")
+    );
+    let v = search(root, "needle", "literal", &[]);
+    assert_eq!(
+        first_per_file(&v).into_keys().collect::<Vec<_>>(),
+        ["esc\u{1b}]0;pwned\u{7}.txt", "x\nforged.rs:1:1:needle"]
+    );
+    assert_eq!(v["complete"], true, "{v}");
+    assert_eq!(human("indexed_literal", &[]), "");
+    let v = search(root, "needle", "indexed_literal", &[]);
+    assert_eq!(v["stats"]["files_skipped"]["refused_path"], 2, "{v}");
+    assert_eq!(v["stopped"], "unserved_files", "{v}");
+}

@@ -213,7 +213,7 @@ impl IndexedRepositoryOperations {
         if let Some(skipped) = response.skipped {
             // Counts only; no backend text reaches the caller through them.
             result.stats.files_skipped = Some(skipped);
-            if !result.complete && backend_under_cap && skipped.refused_path > 0 {
+            if !result.complete && backend_under_cap && skipped.unserved() > 0 {
                 result.stopped = Some(StopReason::UnservedFiles);
             }
         }

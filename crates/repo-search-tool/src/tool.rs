@@ -243,7 +243,9 @@ impl RepoSearchTool {
         d.push_str(
             " Check `complete`: when false, `stopped` says why (max_results, deadline or \
              cancelled) and more matches may exist; narrow the query, `path` or `glob` rather \
-             than raising max_results.",
+             than raising max_results. `unserved_files` means files that match have names no \
+             answer carries (not UTF-8, or invisible or look-alike characters), counted in \
+             `stats.files_skipped`; list them with other tools.",
         );
         if has(ToolOption::Offset) {
             d.push_str(
@@ -421,6 +423,9 @@ impl RepoSearchTool {
                 },
                 "complete": { "type": "boolean" },
                 "stopped": {
+                    "description": "Why `complete` is false: `max_results` (more hits follow: \
+                        page on), `deadline`, `cancelled`, or `unserved_files` (matching files \
+                        whose names no answer carries, counted in `stats.files_skipped`).",
                     "type": ["string", "null"],
                     "enum": ["max_results", "deadline", "cancelled", "unserved_files", null]
                 },
@@ -428,7 +433,26 @@ impl RepoSearchTool {
                     "type": "object",
                     "properties": {
                         "files_searched": counts,
-                        "files_skipped": { "type": "object", "additionalProperties": counts },
+                        "files_skipped": {
+                            "type": "object",
+                            "properties": {
+                                "binary": counts,
+                                "non_utf8_path": {
+                                    "description": "Matching files whose names are not UTF-8.",
+                                    "type": "integer",
+                                    "minimum": 0
+                                },
+                                "unreadable": counts,
+                                "not_reached": counts,
+                                "refused_path": {
+                                    "description": "Matching files whose names the trust gate \
+                                        refuses (invisible, bidi or look-alike characters).",
+                                    "type": "integer",
+                                    "minimum": 0
+                                }
+                            },
+                            "additionalProperties": counts
+                        },
                         "backend_hits": counts,
                         "duplicates_removed": counts,
                         "full_scan": { "type": "boolean" }

@@ -597,3 +597,45 @@ fn every_path_the_tool_accepts_its_schema_accepts() {
         "only {refused_by_both} paths refused by both"
     );
 }
+
+/// An answer that holds back matching files whose names it cannot carry (`unserved_files`,
+/// with their counts) conforms to the output schema that MCP clients validate answers with.
+#[cfg(unix)]
+#[tokio::test]
+async fn an_answer_with_unserved_files_conforms_to_the_output_schema() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(root.join("a.txt"), "needle\n").unwrap();
+    std::fs::write(
+        root.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")),
+        "needle\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("evil\u{202E}txt.exe"), "needle\n").unwrap();
+    let ops = IndexedRepositoryOperations::new(
+        root,
+        Arc::new(index_testkit::FixtureBackend::ready([("a", "b")])),
+        Arc::new(LiteralSearch::new(root).unwrap()),
+        IndexedOperationsConfig::default(),
+    )
+    .unwrap();
+    let tool = RepoSearchTool::new(Arc::new(ops), &[SearchMode::Literal]).unwrap();
+    let answer = tool.call(&json!({ "query": "needle" })).await.unwrap();
+    assert_eq!(answer["stopped"], "unserved_files", "{answer}");
+    assert_eq!(
+        answer["stats"]["files_skipped"]["non_utf8_path"], 1,
+        "{answer}"
+    );
+    assert_eq!(
+        answer["stats"]["files_skipped"]["refused_path"], 1,
+        "{answer}"
+    );
+    let validator = jsonschema::draft202012::new(&tool.output_schema()).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&answer)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}: {answer}");
+}

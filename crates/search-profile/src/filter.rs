@@ -89,19 +89,17 @@ impl PathFilter {
     /// no ancestor directory is excluded by a glob, and the file itself is included by a glob, or
     /// matches no glob (with no include glob) and is of a selected type (when there are types).
     pub fn matches(&self, rel_path: &str) -> bool {
-        let mut end = 0;
-        while let Some(slash) = rel_path[end..].find('/') {
-            end += slash;
-            if self
-                .globs
-                .matched(Path::new(&rel_path[..end]), true)
-                .is_ignore()
-            {
-                return false;
-            }
-            end += 1;
+        // A walk name is matched as the name it stands for, as the walk matches it.
+        let path = crate::name::os_path(rel_path);
+        let path = &*path;
+        if path
+            .ancestors()
+            .skip(1)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .any(|dir| self.globs.matched(dir, true).is_ignore())
+        {
+            return false;
         }
-        let path = Path::new(rel_path);
         let by_glob = self.globs.matched(path, false);
         if by_glob.is_whitelist() {
             return true;

@@ -1,6 +1,6 @@
 //! The one ripgrep profile that every `repo_search` searcher shares.
 //!
-//! The literal search, the embedded index and every backend still to come must agree on four
+//! The literal search, the embedded index and every backend still to come must agree on five
 //! things, or their answers drift apart. Each lives here, once:
 //!
 //! - **Selection** ([`Selection`]): which files are searched. ripgrep's defaults, spelled out:
@@ -18,6 +18,8 @@
 //!   of matching lines (`-c`), the fresh-searcher rule that keeps binary detection deterministic,
 //!   and a bounded-memory stream for files with lines longer than the heap limit.
 //! - **Order** ([`PathKey`]): paths ordered component by component, as a sorted walk lists them.
+//! - **Names** ([`walk_name`]): every selected file has a walk name, a file whose name is not
+//!   UTF-8 too (escaped, so that it is never lost and never served).
 //!
 //! # Example
 //!
@@ -45,6 +47,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 mod filter;
+mod name;
 mod open;
 mod order;
 mod pattern;
@@ -53,6 +56,7 @@ mod select;
 mod stream;
 
 pub use filter::PathFilter;
+pub use name::{count_unserved, is_non_utf8_name, name_bytes, name_path, walk_name};
 pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular, open_regular};
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};

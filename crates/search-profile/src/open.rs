@@ -137,19 +137,22 @@ impl RootDir {
     /// that the search bounds by its deadline and binary rule. Paths that come from anywhere else
     /// (an index) use [`RootDir::open_file`].
     pub fn open_walked_file(&self, rel: &str) -> Result<File, OpenError> {
+        // A walk name stands for the bytes of a name that is not UTF-8 (`crate::walk_name`).
+        let rel = crate::name_bytes(rel);
         if rel.is_empty()
-            || rel.starts_with('/')
+            || rel.starts_with(b"/")
+            || rel.contains(&0)
             || rel
-                .split('/')
-                .any(|c| c.is_empty() || c == "." || c == "..")
+                .split(|&b| b == b'/')
+                .any(|c| c.is_empty() || c == b"." || c == b"..")
         {
             return Err(OpenError::BadPath);
         }
-        self.open_raw(rel)
+        self.open_raw(&rel)
     }
 
     #[cfg(unix)]
-    fn open_raw(&self, rel: &str) -> Result<File, OpenError> {
+    fn open_raw(&self, rel: &[u8]) -> Result<File, OpenError> {
         use rustix::fs::{Mode, OFlags};
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -172,9 +175,9 @@ impl RootDir {
 
     /// Opens component by component with `O_NOFOLLOW`: no symlink is followed, anywhere.
     #[cfg(unix)]
-    fn open_by_components(&self, rel: &str, flags: rustix::fs::OFlags) -> Result<File, OpenError> {
+    fn open_by_components(&self, rel: &[u8], flags: rustix::fs::OFlags) -> Result<File, OpenError> {
         use rustix::fs::{Mode, OFlags, openat};
-        let mut parts = rel.split('/').peekable();
+        let mut parts = rel.split(|&b| b == b'/').peekable();
         let mut dir: Option<std::os::fd::OwnedFd> = None;
         while let Some(part) = parts.next() {
             let at = dir.as_ref().unwrap_or(&self.fd);
@@ -203,7 +206,9 @@ impl RootDir {
     }
 
     #[cfg(not(unix))]
-    fn open_raw(&self, rel: &str) -> Result<File, OpenError> {
+    fn open_raw(&self, rel: &[u8]) -> Result<File, OpenError> {
+        // Only Unix has names that are not UTF-8.
+        let rel = std::str::from_utf8(rel).map_err(|_| OpenError::BadPath)?;
         // Best effort where there is no `openat`: refuse any component that is a link right now.
         let mut at = self.path.clone();
         for part in rel.split('/') {
@@ -237,7 +242,8 @@ pub struct EntryStat {
 impl RootDir {
     /// `lstat`s each of `names` (plain names, no `/`) in the repo-relative directory `dir` (`""`
     /// for the root), reached without following a symlink: one directory lookup for them all,
-    /// not one path walk each. `None` for a name that is not there.
+    /// not one path walk each. `None` for a name that is not there. Both may be walk names
+    /// ([`crate::walk_name`]).
     pub fn stat_entries(&self, dir: &str, names: &[&str]) -> Vec<Option<EntryStat>> {
         #[cfg(unix)]
         {
@@ -248,7 +254,7 @@ impl RootDir {
             } else {
                 match openat(
                     &self.fd,
-                    dir,
+                    &*crate::name_bytes(dir),
                     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                     Mode::empty(),
                 ) {
@@ -265,7 +271,8 @@ impl RootDir {
             names
                 .iter()
                 .map(|name| {
-                    let st = statat(at, *name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+                    let st =
+                        statat(at, &*crate::name_bytes(name), AtFlags::SYMLINK_NOFOLLOW).ok()?;
                     #[allow(clippy::unnecessary_cast)]
                     Some(EntryStat {
                         len: st.st_size as u64,

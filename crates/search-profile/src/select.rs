@@ -132,7 +132,7 @@ impl Selection {
             let Some(prune) = &prune else {
                 return true;
             };
-            let Some(rel) = relative_path(&root, entry.path()) else {
+            let Some(rel) = walk_path(&root, entry.path()) else {
                 return false;
             };
             prune(&rel, entry.file_type().is_some_and(|t| t.is_dir()))
@@ -141,7 +141,8 @@ impl Selection {
     }
 
     /// Walks the selection in parallel, calling `visit` for each selected regular file with its
-    /// repo-relative path and entry. Files whose names are not UTF-8 are passed to `non_utf8`.
+    /// walk name (its repo-relative path, escaped when it is not UTF-8: [`crate::walk_name`]) and
+    /// entry.
     pub fn for_each_file<F>(&self, make_visitor: impl Fn() -> F + Sync)
     where
         F: FnMut(FileEntry<'_>) + Send,
@@ -170,7 +171,7 @@ impl Selection {
                 };
                 let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
                 if dirs && is_dir {
-                    if let Some(rel) = relative_path(root, entry.path()) {
+                    if let Some(rel) = walk_path(root, entry.path()) {
                         visit(FileEntry::Dir {
                             rel: &rel,
                             entry: &entry,
@@ -181,20 +182,19 @@ impl Selection {
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return ignore::WalkState::Continue;
                 }
-                match relative_path(root, entry.path()) {
-                    Some(rel) => visit(FileEntry::File {
+                if let Some(rel) = walk_path(root, entry.path()) {
+                    visit(FileEntry::File {
                         rel: &rel,
                         entry: &entry,
-                    }),
-                    None => visit(FileEntry::NonUtf8Path),
+                    });
                 }
                 ignore::WalkState::Continue
             })
         });
     }
 
-    /// Every selected file's repo-relative path, sorted by [`crate::PathKey`] order. Files whose
-    /// names are not UTF-8 are left out, as every searcher leaves them out.
+    /// Every selected file's walk name (its repo-relative path, escaped when it is not UTF-8),
+    /// sorted by [`crate::PathKey`] order.
     pub fn files(&self) -> Vec<String> {
         self.collect(|_, _| Some(()))
             .into_iter()
@@ -202,8 +202,8 @@ impl Selection {
             .collect()
     }
 
-    /// For every selected file with a UTF-8 name, `map(path, entry)`; the `Some` results with
-    /// their paths, sorted by [`crate::PathKey`] order. Each walker thread collects locally and
+    /// For every selected file, `map(walk name, entry)`; the `Some` results with their walk
+    /// names, sorted by [`crate::PathKey`] order. Each walker thread collects locally and
     /// hands its results over once.
     pub fn collect<T: Send>(
         &self,
@@ -246,8 +246,9 @@ impl Selection {
 }
 
 impl Selection {
-    /// Every directory the walk enters (the root as `""`), in [`crate::PathKey`] order: the
-    /// directories whose changes can change the selection, for a host that watches them.
+    /// Every directory the walk enters (the root as `""`) by its walk name, in
+    /// [`crate::PathKey`] order: the directories whose changes can change the selection, for a
+    /// host that watches them.
     pub fn directories(&self) -> Vec<String> {
         let found = Mutex::new(Vec::new());
         let root = &self.root;
@@ -259,7 +260,7 @@ impl Selection {
             Box::new(move |entry| {
                 if let Ok(entry) = entry
                     && entry.file_type().is_some_and(|t| t.is_dir())
-                    && let Some(rel) = relative_path(root, entry.path())
+                    && let Some(rel) = walk_path(root, entry.path())
                 {
                     local.local.push(rel.into_owned());
                 }
@@ -284,20 +285,19 @@ pub fn global_excludes_file() -> Option<PathBuf> {
 pub enum FileEntry<'a> {
     /// A selected regular file.
     File {
-        /// Its repo-relative, `/`-separated path.
+        /// Its walk name: the repo-relative, `/`-separated path, escaped when it is not UTF-8
+        /// ([`crate::walk_name`]).
         rel: &'a str,
         /// The walker's entry (its metadata is the file's own, never a link target's).
         entry: &'a DirEntry,
     },
     /// A directory the walk enters (only from [`Selection::for_each_entry`] with `dirs` set).
     Dir {
-        /// Its repo-relative path; `""` for the root.
+        /// Its walk name; `""` for the root.
         rel: &'a str,
         /// The walker's entry.
         entry: &'a DirEntry,
     },
-    /// A selected file whose name is not UTF-8.
-    NonUtf8Path,
     /// A directory or file the walk could not read.
     Unreadable {
         /// It was an I/O error (a directory that could not be listed, say), so files may be
@@ -315,6 +315,19 @@ pub fn relative_path<'a>(root: &Path, path: &'a Path) -> Option<Cow<'a, str>> {
     } else {
         Cow::Owned(rel.replace(std::path::MAIN_SEPARATOR, "/"))
     })
+}
+
+/// The walk name of `path` under `root` ([`crate::walk_name`]); `None` when it is not under
+/// the root.
+fn walk_path<'a>(root: &Path, path: &'a Path) -> Option<Cow<'a, str>> {
+    if let Some(rel) = relative_path(root, path) {
+        return Some(rel);
+    }
+    let rel = path.strip_prefix(root).ok()?;
+    // Only Unix has names that are not UTF-8 here, and its separator is already `/`.
+    Some(Cow::Owned(
+        crate::walk_name(rel.as_os_str().as_encoded_bytes()).into_owned(),
+    ))
 }
 
 /// A walker thread's finds, handed over once when the thread's visitor is dropped.
@@ -370,6 +383,55 @@ mod tests {
             ],
             &["a.txt", "git/config", "sub/b.txt"],
         );
+    }
+
+    /// A file whose name is not UTF-8 is selected under its walk name, in a directory whose name
+    /// is not UTF-8 too, and is opened, stated and filtered by it as the name it stands for.
+    #[cfg(unix)]
+    #[test]
+    fn names_that_are_not_utf8_are_walked_by_their_walk_names_never_dropped() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        std::fs::write(
+            dir.path().join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")),
+            "b\n",
+        )
+        .unwrap();
+        let sub = dir.path().join(std::ffi::OsStr::from_bytes(b"s\xe9"));
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("c.rs"), "c\n").unwrap();
+        let selection = Selection::new(dir.path());
+        assert_eq!(selection.files(), ["a.txt", "bad\0ff.txt", "s\0e9/c.rs"]);
+        assert_eq!(selection.directories(), ["", "s\0e9"]);
+        let pruned = selection.clone().prune(|rel, _| rel.starts_with("s\0e9"));
+        assert_eq!(pruned.files(), ["s\0e9/c.rs"]);
+
+        let root = crate::RootDir::open(dir.path()).unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut root.open_file("bad\0ff.txt").unwrap(), &mut text)
+            .unwrap();
+        assert_eq!(text, "b\n");
+        let stats = root.stat_entries("s\0e9", &["c.rs", "gone.rs"]);
+        assert!(
+            stats[0].is_some_and(|s| s.is_file && s.len == 2),
+            "{stats:?}"
+        );
+        assert!(stats[1].is_none());
+        assert!(crate::name_path(dir.path(), "s\0e9/c.rs").is_file());
+
+        let filter = |glob: &str| {
+            crate::PathFilter::new(&index_contract::FileFilter {
+                globs: vec![glob.to_owned()],
+                ..index_contract::FileFilter::default()
+            })
+            .unwrap()
+        };
+        // The escape is not the name: `?` is one byte of it, never the three of the escape.
+        assert!(filter("*.txt").matches("bad\0ff.txt"));
+        assert!(!filter("!s?").matches("s\0e9/c.rs"));
+        assert!(filter("!s").matches("s\0e9/c.rs"));
     }
 
     /// `ignore` 0.4.35 (ours) treats a name ending in a dot like any other: a leading dot makes it

@@ -33,6 +33,7 @@ pub const CHECKS: &[Check] = &[
     check!(status_and_answers_attest_the_last_committed_revision),
     check!(the_freshness_gate_refuses_an_index_older_than_its_policy),
     check!(a_file_whose_name_the_gate_refuses_is_never_served),
+    check!(a_matching_file_whose_name_is_not_utf8_is_counted_never_served),
     check!(updates_over_the_caps_are_refused_before_the_backend),
     check!(renames_and_deletes_are_routed_as_removals_and_show_in_hits),
     check!(queries_racing_updates_see_one_revision_never_a_mix),
@@ -344,6 +345,56 @@ async fn a_file_whose_name_the_gate_refuses_is_never_served(subject: Arc<dyn Sub
         expect(&[("quiet.txt", 1, 1)]),
         "{CHECK}: a query no refused file matches"
     );
+}
+
+async fn a_matching_file_whose_name_is_not_utf8_is_counted_never_served(subject: Arc<dyn Subject>) {
+    const CHECK: &str = "a_matching_file_whose_name_is_not_utf8_is_counted_never_served";
+    let tree = tempfile::tempdir().expect("tempdir");
+    let root = tree.path();
+    write(root, "ok.txt", b"needle\n");
+    write(root, "quiet.txt", b"nothing here\n");
+    // ripgrep searches these and prints their names lossily; no JSON string can carry them.
+    write_bytes_name(root, b"bad\xff.txt", b"needle\n");
+    write_bytes_name(root, b"src/d\xe9j\xe0.txt", b"needle\n");
+    let h = Harness::open(CHECK, &*subject, root, "rev-1").await;
+    for (scope, served, counted) in [(None, &["ok.txt"][..], 2), (Some("src"), &[][..], 1)] {
+        let mut r = indexed("needle");
+        r.path = scope.map(str::to_owned);
+        let found = h.search(r).await;
+        let paths: Vec<&str> = found.hits.iter().map(|hit| hit.path.as_str()).collect();
+        assert_eq!(paths, served, "{CHECK}: scope {scope:?}");
+        assert_eq!(
+            (found.complete, found.stopped),
+            (false, Some(StopReason::UnservedFiles)),
+            "{CHECK}: scope {scope:?}: a match in a file whose name is not UTF-8 was lost"
+        );
+        let skipped = found.stats.files_skipped.unwrap_or_default();
+        assert_eq!(
+            (skipped.non_utf8_path, skipped.refused_path),
+            (counted, 0),
+            "{CHECK}: scope {scope:?}"
+        );
+    }
+    // A query no such file matches is complete.
+    let found = h.search(indexed("nothing")).await;
+    assert_eq!(
+        first_matches(CHECK, found),
+        expect(&[("quiet.txt", 1, 1)]),
+        "{CHECK}: a query no file with such a name matches"
+    );
+}
+
+/// Writes `bytes` at the repo-relative `name`, which need not be UTF-8.
+fn write_bytes_name(root: &Path, name: &[u8], bytes: &[u8]) {
+    #[cfg(unix)]
+    let path = root.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name));
+    // Elsewhere a name is UTF-16, and one that is not UTF-8 cannot be spelled this way.
+    #[cfg(not(unix))]
+    let path = root.join(String::from_utf8_lossy(name).as_ref());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("create the file's directory");
+    }
+    std::fs::write(path, bytes).expect("write the file");
 }
 
 /// A write through the facade, for the caps check.

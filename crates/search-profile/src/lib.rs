@@ -53,7 +53,10 @@ mod select;
 mod stream;
 
 pub use filter::PathFilter;
-pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular, open_regular};
+pub use open::{
+    CHUNK_BYTES, EntryStat, OpenError, RootDir, open_or_create_regular, open_regular, read_bounded,
+    read_in_chunks, read_regular,
+};
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
 pub use search::{

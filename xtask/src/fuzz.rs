@@ -4,18 +4,20 @@
 //! `RUSTC_BOOTSTRAP=1`. Targets are safe Rust, so they run without a sanitizer (`-s none`), which
 //! is several times faster. New inputs go to `target/fuzz-corpus/<target>` (seeded from the
 //! committed `fuzz/corpus/<target>`); a crash is copied into `fuzz/regressions/<target>/`, where
-//! `cargo test` replays it, and the command fails.
+//! `cargo test` replays it (`model_headers` in `crates/semantic-index/tests/fuzz_model_headers.rs`,
+//! the others in `crates/repo-search-tool/tests/fuzz_regressions.rs`), and the command fails.
 
 use std::process::Command;
 use std::time::Instant;
 
 use crate::{cargo, root, run};
 
-pub(crate) const TARGETS: [&str; 4] = [
+pub(crate) const TARGETS: [&str; 5] = [
     "trust_validator",
     "path_containment",
     "update_validation",
     "tool_arguments",
+    "model_headers",
 ];
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
 

@@ -32,8 +32,12 @@ const MAGIC: &[u8; 8] = b"RSDIRC\0\x02";
 /// Names of the ignore files the walk reads in each directory.
 const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
 const RACY: Duration = Duration::from_secs(2);
-/// A cache file larger than this is damage: it is refused before it is read.
-const MAX_BYTES: u64 = 1 << 30;
+/// A cache file larger than this is damage: its size is checked before it is read, so a damaged
+/// cache of any size costs at most this much memory. A walk whose cache would be larger (about a
+/// million files) is not cached: every refresh of such a tree walks.
+pub(crate) const MAX_BYTES: u64 = 48 << 20;
+/// A `.git` file or a `commondir` larger than this names no directory.
+const MAX_POINTER_BYTES: u64 = 64 << 10;
 
 /// What one complete walk saw.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -72,14 +76,14 @@ fn rule_paths(root: &Path, repo_dirs: &[PathBuf]) -> Vec<PathBuf> {
     for dir in std::iter::once(root.to_path_buf()).chain(repo_dirs.iter().cloned()) {
         let dot_git = dir.join(".git");
         out.push(dot_git.clone());
-        let git_dir = match std::fs::read_to_string(&dot_git) {
+        let git_dir = match read_pointer(&dot_git) {
             Ok(text) => match text.trim().strip_prefix("gitdir: ") {
                 Some(target) => dir.join(target),
                 None => continue,
             },
             Err(_) => dot_git,
         };
-        let common = std::fs::read_to_string(git_dir.join("commondir"))
+        let common = read_pointer(&git_dir.join("commondir"))
             .ok()
             .map(|c| git_dir.join(c.trim()))
             .unwrap_or(git_dir);
@@ -95,6 +99,13 @@ fn rule_paths(root: &Path, repo_dirs: &[PathBuf]) -> Vec<PathBuf> {
         out.push(xdg.join("git").join("config"));
     }
     out
+}
+
+/// The text of a `.git` file or a `commondir` (a path git follows), read only when it is a regular
+/// file small enough to be one (a FIFO in its place is never waited on).
+fn read_pointer(path: &Path) -> std::io::Result<String> {
+    let bytes = search_profile::read_regular(path, MAX_POINTER_BYTES)?;
+    String::from_utf8(bytes).map_err(|_| std::io::ErrorKind::InvalidData.into())
 }
 
 impl DirCache {
@@ -301,24 +312,26 @@ impl DirCache {
         Some(out)
     }
 
-    /// Reads the cache file in `dir`; `None` when it is missing or damaged.
+    /// Reads the cache file in `dir`; `None` when it is missing, damaged, or larger than
+    /// [`MAX_BYTES`] (refused by its size, before a byte of it is read).
     pub(crate) fn read(dir: &search_profile::RootDir) -> Option<DirCache> {
         let file = dir.open_file(DIR_CACHE).ok()?;
-        // One read into a buffer of the file's size, not a series of growing copies.
-        let size = file.metadata().map_or(0, |m| m.len().min(MAX_BYTES));
-        let mut bytes = Vec::with_capacity(size as usize + 1);
-        std::io::Read::read_to_end(&mut std::io::Read::take(&file, MAX_BYTES), &mut bytes).ok()?;
-        decode(&bytes)
+        decode(&search_profile::read_bounded(&file, MAX_BYTES).ok()?)
     }
 
     /// Writes the cache file in `dir` by a temporary name and a rename (no fsync: a cache lost
-    /// in a crash only costs one walk).
+    /// in a crash only costs one walk). A cache over [`MAX_BYTES`] is not written: a reader
+    /// would refuse it.
     pub(crate) fn write(&self, dir: &Path) {
+        let bytes = encode(self);
+        if bytes.len() as u64 > MAX_BYTES {
+            return;
+        }
         let tmp = dir.join(format!(
             ".{DIR_CACHE}.{}.tmp",
             crate::write::unique_suffix()
         ));
-        if std::fs::write(&tmp, encode(self)).is_err()
+        if std::fs::write(&tmp, bytes).is_err()
             || std::fs::rename(&tmp, dir.join(DIR_CACHE)).is_err()
         {
             let _ = std::fs::remove_file(&tmp);

@@ -11,8 +11,10 @@ pub(crate) const MANIFEST: &str = "MANIFEST";
 /// The manifest format this version writes and reads. Format 3 holds segments with per-doc
 /// stamps, docs in path order (segment magic `\x03`), and each segment's committed identity.
 pub(crate) const FORMAT: u32 = 3;
-/// A manifest larger than this is damage, not an index: it is refused before it is read.
-const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// A manifest larger than this is damage, not an index: its size is checked before it is read,
+/// so a damaged manifest of any size costs at most twice this much memory (its bytes and its
+/// body). A commit never writes a larger one. About two million deleted doc ids fit.
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// One segment of the committed index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,16 +80,21 @@ pub(crate) fn read(dir: &search_profile::RootDir) -> Result<Manifest, ManifestEr
         Err(OpenError::Io(e)) => return Err(ManifestError::Io(e)),
         Err(_) => return Err(ManifestError::Corrupt),
     };
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(&file, MAX_MANIFEST_BYTES + 1),
-        &mut bytes,
-    )
-    .map_err(ManifestError::Io)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(ManifestError::Corrupt);
-    }
+    let bytes = match search_profile::read_bounded(&file, MAX_MANIFEST_BYTES) {
+        Ok(b) => b,
+        // Too large, or changed while read (a manifest is renamed into place, never rewritten).
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::FileTooLarge | std::io::ErrorKind::InvalidData
+            ) =>
+        {
+            return Err(ManifestError::Corrupt);
+        }
+        Err(e) => return Err(ManifestError::Io(e)),
+    };
     let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| ManifestError::Corrupt)?;
+    drop(bytes);
     if crc32fast::hash(env.body.as_bytes()) != env.crc32 {
         return Err(ManifestError::Corrupt);
     }
@@ -107,6 +114,13 @@ pub(crate) fn commit(dir: &Path, m: &Manifest) -> std::io::Result<()> {
         body,
     };
     let bytes = serde_json::to_vec(&env).map_err(std::io::Error::other)?;
+    // A reader would refuse it as damage: fail this commit rather than write an unreadable index.
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            "the manifest would be larger than a reader accepts",
+        ));
+    }
     crate::segment::write_durably(dir, MANIFEST, &bytes)?;
     sync_dir(dir)
 }

@@ -23,6 +23,10 @@ const MAGIC: &[u8; 8] = b"RSIDX\0\0\x03";
 /// Bytes of per-doc metadata: prior, flags, stamp.
 const META: usize = 34;
 const HEADER: usize = 48;
+/// A segment larger than this is damage: its size is checked before it is mapped or checksummed.
+/// Its offsets into paths and postings are u32, and a build writes a segment every
+/// `pairs_per_segment` pairs, tens of megabytes by default.
+pub(crate) const MAX_SEGMENT_BYTES: u64 = 4 << 30;
 
 /// Why a segment cannot be read.
 #[derive(Debug)]
@@ -288,24 +292,42 @@ impl Segment {
             // A symlink, FIFO or directory where a segment should be is damage.
             _ => SegmentError::Corrupt,
         })?;
+        // The size first: a damaged segment of any size costs nothing to refuse.
+        let meta = file.metadata()?;
+        if meta.len() < (HEADER + 4) as u64 || meta.len() > MAX_SEGMENT_BYTES {
+            return Err(SegmentError::Corrupt);
+        }
         // SAFETY: segment files are immutable once renamed into place (see the module docs), and
         // the index directory belongs to this index; nothing truncates or rewrites them while
         // mapped.
         #[allow(unsafe_code)]
         let map = unsafe { Mmap::map(&file)? };
         let b = &map[..];
-        if b.len() < HEADER + 4 || &b[..8] != MAGIC {
+        if b.len() as u64 != meta.len() || &b[..8] != MAGIC {
             return Err(SegmentError::Corrupt);
         }
-        let end = u64_at(b, 40) as usize;
-        if end + 4 != b.len() {
+        let end = u64_at(b, 40);
+        if end.checked_add(4) != Some(meta.len()) {
             return Err(SegmentError::Corrupt);
         }
+        let end = end as usize;
         let crc = u32_at(b, end);
-        let untouched =
-            identity.is_some_and(|id| file.metadata().is_ok_and(|m| file_identity(&m) == id));
-        if crc != expected_crc || (!untouched && crc32fast::hash(&b[..end]) != crc) {
+        if crc != expected_crc {
             return Err(SegmentError::Corrupt);
+        }
+        // The checksum reads the file through one small buffer, not through the map: checking a
+        // segment costs no memory for its size, and only the parts a query reads become resident.
+        let untouched = identity.is_some_and(|id| file_identity(&meta) == id);
+        if !untouched {
+            let mut hasher = crc32fast::Hasher::new();
+            search_profile::read_in_chunks(&file, end as u64, |bytes| hasher.update(bytes))
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::UnexpectedEof => SegmentError::Corrupt,
+                    _ => SegmentError::Io(e),
+                })?;
+            if hasher.finalize() != crc {
+                return Err(SegmentError::Corrupt);
+            }
         }
         // The header's offsets are checked in u64 before any is used: a crafted file whose crc the
         // manifest also records must still be `Corrupt`, never an overflow or a panic.

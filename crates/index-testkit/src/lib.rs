@@ -8,8 +8,10 @@
 //!
 //! It also holds what several crates' tests share: [`tree`] generates git worktrees full of
 //! awkward cases, [`rg`] runs the pinned ripgrep as the oracle for what a literal search
-//! finds, and [`pg`] runs a test binary in a throwaway PostgreSQL cluster. With the `conformance` feature, `conformance` is the suite every index backend runs
-//! against itself.
+//! finds, [`pg`] runs a test binary in a throwaway PostgreSQL cluster, [`rss`] measures a call's
+//! peak resident memory (what a mapped or read index file costs), and [`fuzz`] replays the fuzz
+//! targets' committed inputs. With the `conformance` feature, `conformance` is the suite every
+//! index backend runs against itself.
 //!
 //! # Example
 //!
@@ -27,6 +29,8 @@
 pub mod alloc;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+pub mod fuzz;
+pub mod rss;
 /// The Linux 6.12 queries the index benchmarks time (`index-bench`, `pg_probe`), shared so that
 /// their figures compare.
 pub mod linux_queries {

@@ -5,11 +5,8 @@
 #[path = "../../../fuzz/src/lib.rs"]
 mod fuzz_checks;
 
-use std::path::Path;
-
 #[test]
 fn fuzz_corpora_and_regressions_replay_cleanly() {
-    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
     type Check = fn(&[u8]);
     let targets: [(&str, Check); 4] = [
         ("trust_validator", fuzz_checks::trust_validator),
@@ -17,28 +14,10 @@ fn fuzz_corpora_and_regressions_replay_cleanly() {
         ("update_validation", fuzz_checks::update_validation),
         ("tool_arguments", fuzz_checks::tool_arguments),
     ];
-    let mut replayed = 0;
-    for (name, check) in targets {
-        for kind in ["corpus", "regressions"] {
-            let dir = fuzz.join(kind).join(name);
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries {
-                let path = entry.unwrap().path();
-                if path
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                {
-                    continue;
-                }
-                let bytes = std::fs::read(&path).unwrap();
-                let outcome = std::panic::catch_unwind(|| check(&bytes));
-                assert!(outcome.is_ok(), "{} fails its fuzz check", path.display());
-                replayed += 1;
-            }
-        }
-    }
+    let replayed: usize = targets
+        .into_iter()
+        .map(|(name, check)| index_testkit::fuzz::replay(name, check))
+        .sum();
     assert!(
         replayed >= 9,
         "only {replayed} inputs replayed: the corpora are missing"

@@ -57,7 +57,10 @@ mod stream;
 
 pub use filter::PathFilter;
 pub use name::{count_unserved, is_non_utf8_name, name_bytes, name_path, walk_name};
-pub use open::{EntryStat, OpenError, RootDir, open_or_create_regular, open_regular};
+pub use open::{
+    CHUNK_BYTES, EntryStat, OpenError, RootDir, open_or_create_regular, open_regular, read_bounded,
+    read_in_chunks, read_regular,
+};
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
 pub use search::{

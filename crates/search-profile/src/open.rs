@@ -311,6 +311,67 @@ pub fn open_or_create_regular(path: &Path) -> io::Result<File> {
     open_regular_with(options, path)
 }
 
+/// Reads `path` whole, opened as [`open_regular`] opens it, when it holds at most `max` bytes
+/// ([`read_bounded`]). For untrusted files of bounded size: manifests, caches, model headers.
+pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_bounded(&open_regular(path)?, max)
+}
+
+/// Reads the whole of `file` when it holds at most `max` bytes. Its size is checked before a byte
+/// is read: a larger file fails with [`io::ErrorKind::FileTooLarge`] having cost nothing, so a
+/// damaged file of any size costs at most `max` bytes of memory. The buffer is allocated once, at
+/// the file's size, and a file whose length changes while it is read fails with
+/// [`io::ErrorKind::InvalidData`]: index and model files are never rewritten in place, so that is
+/// damage too.
+pub fn read_bounded(file: &File, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let len = file.metadata()?.len();
+    let capacity = usize::try_from(len)
+        .ok()
+        .filter(|_| len <= max)
+        .and_then(|n| n.checked_add(1))
+        .ok_or_else(too_large)?;
+    // One byte more than the size, so that a file that grew is noticed without a reallocation.
+    let mut bytes = Vec::with_capacity(capacity);
+    std::io::Read::take(file, len + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the file changed while it was read",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Hands the first `len` bytes of `file` to `each`, in order, through one buffer of at most
+/// [`CHUNK_BYTES`]: a checksum over a file of any size costs that buffer, never the file, and
+/// reads no byte past `len`. A file shorter than `len` fails with
+/// [`io::ErrorKind::UnexpectedEof`].
+pub fn read_in_chunks(file: &File, len: u64, mut each: impl FnMut(&[u8])) -> io::Result<()> {
+    use std::io::{Read as _, Seek as _};
+    let mut reader = file;
+    reader.seek(io::SeekFrom::Start(0))?;
+    let mut buffer = vec![0u8; len.min(CHUNK_BYTES as u64) as usize];
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(buffer.len() as u64) as usize;
+        reader.read_exact(&mut buffer[..want])?;
+        each(&buffer[..want]);
+        left -= want as u64;
+    }
+    Ok(())
+}
+
+/// The buffer [`read_in_chunks`] reads through.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+fn too_large() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::FileTooLarge,
+        "the file is larger than any valid file of its kind",
+    )
+}
+
 /// Opens `path` with `options`, no symlink followed and no FIFO waited on; regular files only.
 fn open_regular_with(mut options: std::fs::OpenOptions, path: &Path) -> io::Result<File> {
     #[cfg(unix)]
@@ -358,6 +419,52 @@ mod tests {
             Err(OpenError::Io(_)) => "io",
         };
         assert_eq!(got, expected, "{rel}");
+    }
+
+    #[test]
+    fn a_file_over_the_bound_is_refused_before_a_byte_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        // Sparse: 8 GiB that cost no disk. Reading it would cost 8 GiB of memory.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(8 << 30)
+            .unwrap();
+        let err = super::read_regular(&path, 1 << 20).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::FileTooLarge);
+        std::fs::write(&path, b"12345").unwrap();
+        assert_eq!(super::read_regular(&path, 5).unwrap(), b"12345");
+        assert_eq!(
+            super::read_regular(&path, 4).unwrap_err().kind(),
+            std::io::ErrorKind::FileTooLarge
+        );
+        std::os::unix::fs::symlink(&path, dir.path().join("link")).unwrap();
+        assert!(super::read_regular(&dir.path().join("link"), 5).is_err());
+    }
+
+    #[test]
+    fn chunked_reads_stop_at_the_length_they_are_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..super::CHUNK_BYTES * 2 + 7)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        for len in [0, 1, super::CHUNK_BYTES, super::CHUNK_BYTES * 2 + 3] {
+            let mut seen = Vec::new();
+            super::read_in_chunks(&file, len as u64, |b| {
+                assert!(b.len() <= super::CHUNK_BYTES);
+                seen.extend_from_slice(b);
+            })
+            .unwrap();
+            assert_eq!(seen, data[..len], "{len}");
+        }
+        let past_the_end = super::read_in_chunks(&file, data.len() as u64 + 1, |_| {});
+        assert_eq!(
+            past_the_end.unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //!   re-ranks the first candidates, caching chunk vectors by content hash.
 //!
 //! - **[`VectorLog`]**: the re-rank's MiniLM chunk vectors, kept in a file for the next process.
+//! - **Model files are untrusted input**: [`StaticHeader`], [`BertConfig`] and [`Safetensors`]
+//!   check every size a header states, against the file's length and the sizes this code
+//!   supports, before anything is allocated for it. A bad file is [`Error::Invalid`], naming the
+//!   file and the [`Defect`]; an absent one is [`Error::Missing`].
 //!
 //! Every weight is a documented constant in [`rank`]; docs/semantic.md has the evaluation.
 //! Nothing here downloads anything: the model comes from `cargo xtask tools`.
@@ -24,6 +28,7 @@ use std::path::PathBuf;
 mod bm25;
 mod chunk;
 mod model;
+mod model_file;
 pub mod rank;
 mod segment;
 mod statics;
@@ -33,6 +38,12 @@ mod vector_log;
 
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file, searched_text};
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
+pub use model_file::{
+    BertConfig, Defect, MAX_CHECKSUM_BYTES, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN,
+    MAX_INTERMEDIATE, MAX_LAYERS, MAX_POSITION_EMBEDDINGS, MAX_SAFETENSORS_HEADER,
+    MAX_STATIC_BYTES, MAX_TOKENIZER_BYTES, MAX_TYPE_VOCAB, MAX_VOCAB, MAX_WEIGHTS_BYTES,
+    STATIC_HEADER, Safetensors, StaticHeader, TensorInfo,
+};
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
 pub use segment::HASH_BYTES;
 pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings, preferred_file};
@@ -44,15 +55,33 @@ pub use text::{for_embedding, identifier_words, sub_tokens};
 pub use vector_log::{Appended, ChunkHash, VectorLog, kept};
 
 /// Why a model could not be loaded, built or stored.
+///
+/// A host tells a model that is not installed ([`Error::Missing`]) from one that is there but
+/// cannot be used ([`Error::Invalid`], [`Error::Read`]): see [`Error::is_missing`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A model file could not be read.
+    /// A file the model needs is not in its directory: the model is not installed, or not whole.
+    #[error("{} is missing", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A model file is there but could not be read (permissions, I/O).
     #[error("could not read {path}: {source}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// A model file is there but is not a valid one: damaged, cut short, of another format, or of
+    /// sizes this version does not support. Nothing was allocated for what its header asked.
+    #[error("{} is not a valid model file: {defect}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, in fixed words.
+        defect: Defect,
     },
     /// A file could not be written.
     #[error("could not write {path}: {source}")]
@@ -62,19 +91,15 @@ pub enum Error {
         /// The cause.
         source: std::io::Error,
     },
-    /// `config.json` lacks a field the encoder needs, or is not JSON.
-    #[error("bad model config: {0}")]
-    Config(String),
-    /// `model.safetensors` is malformed or lacks a tensor.
-    #[error("bad model weights: {0}")]
-    Weights(String),
-    /// `tokenizer.json` could not be loaded, configured or applied.
+    /// The tokenizer failed on a text.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
-    /// The static model's file is malformed.
-    #[error("bad static model: {0}")]
-    StaticFormat(String),
-    /// The static model's file does not match the checksum written beside it.
-    #[error("{0} does not match its sha256")]
-    Checksum(PathBuf),
+}
+
+impl Error {
+    /// Whether the model is simply not installed (a file it needs is absent), rather than
+    /// installed and unusable.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, Error::Missing { .. })
+    }
 }

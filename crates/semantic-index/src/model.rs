@@ -6,7 +6,6 @@
 //! measured cost of both).
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +14,10 @@ use ndarray::{Array1, Array2, ArrayView2, Axis, s};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::Error;
+use crate::model_file::{
+    self, BertConfig, Defect, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, MAX_WEIGHTS_BYTES,
+    Safetensors, TensorInfo, invalid,
+};
 
 /// The number of positions the model was trained with; longer inputs are truncated to it.
 pub const MAX_POSITIONS: usize = 512;
@@ -83,11 +86,11 @@ struct Layer {
 
 impl MiniLm {
     /// The width of the vectors the model in `dir` makes (`hidden_size` in its `config.json`),
-    /// read without loading the model: `None` when there is no such file or it names none.
+    /// read without loading the model: `None` when there is no such file or it is not a valid
+    /// config ([`BertConfig::parse`]).
     pub fn dim_in(dir: &Path) -> Option<usize> {
-        let config: serde_json::Value =
-            serde_json::from_slice(&read(&dir.join("config.json")).ok()?).ok()?;
-        config["hidden_size"].as_u64().map(|v| v as usize)
+        let bytes = model_file::read(&dir.join("config.json"), MAX_CONFIG_BYTES).ok()?;
+        BertConfig::parse(&bytes).ok().map(|c| c.hidden)
     }
 
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`. The tokenizer's
@@ -95,34 +98,33 @@ impl MiniLm {
     /// are truncated at the `max_seq_length` of `sentence_bert_config.json` when the directory
     /// has one (256 for all-MiniLM-L6-v2, the length it was trained for and what
     /// sentence-transformers reads), else at the model's [`MAX_POSITIONS`].
+    ///
+    /// The files are untrusted: each is refused above its kind's size limit before it is read,
+    /// `config.json` must state sizes this code supports ([`BertConfig::parse`]), and the
+    /// weights' header must describe exactly the tensors that configuration needs, in float32,
+    /// inside the file ([`Safetensors::parse`]), before a tensor is allocated.
     pub fn load(dir: &Path) -> Result<Self, Error> {
-        let config_bytes = read(&dir.join("config.json"))?;
-        let tokenizer_bytes = read(&dir.join("tokenizer.json"))?;
-        let config: serde_json::Value =
-            serde_json::from_slice(&config_bytes).map_err(|e| Error::Config(e.to_string()))?;
-        let field = |name: &str| {
-            config[name]
-                .as_u64()
-                .map(|v| v as usize)
-                .ok_or_else(|| Error::Config(format!("missing `{name}`")))
-        };
-        let heads = field("num_attention_heads")?;
-        let layers = field("num_hidden_layers")?;
-        let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32;
-        let mut tensors = Tensors::read(&dir.join("model.safetensors"))?;
-        let max_len = max_seq_length(dir)?;
+        let config_path = dir.join("config.json");
+        let config_bytes = model_file::read(&config_path, MAX_CONFIG_BYTES)?;
+        let config = BertConfig::parse(&config_bytes).map_err(|d| invalid(&config_path, d))?;
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer_bytes = model_file::read(&tokenizer_path, MAX_TOKENIZER_BYTES)?;
+        // Positions past the model's own are never read.
+        let max_len = max_seq_length(dir)?.min(config.positions);
+        let mut tensors = Tensors::read(&dir.join("model.safetensors"), &config)?;
         // What a vector depends on, cheaply: the weights by length and CRC-32 (sha256 of 90 MB
         // would add about 0.3 s to every load), the configuration and the tokenizer whole.
         let fingerprint: [u8; 32] = {
             use sha2::{Digest, Sha256};
             let mut h = Sha256::new();
             h.update(tensors.crc.to_le_bytes());
-            h.update((tensors.len as u64).to_le_bytes());
+            h.update(tensors.len.to_le_bytes());
             h.update((max_len as u64).to_le_bytes());
             h.update(&config_bytes);
             h.update(&tokenizer_bytes);
             h.finalize().into()
         };
+        let eps = config.layer_norm_eps;
         let norm = |t: &mut Tensors, prefix: &str| -> Result<LayerNorm, Error> {
             Ok(LayerNorm {
                 gamma: t.vector(&format!("{prefix}.weight"))?,
@@ -136,8 +138,8 @@ impl MiniLm {
                 bias: t.vector(&format!("{prefix}.bias"))?,
             })
         };
-        let mut built = Vec::with_capacity(layers);
-        for i in 0..layers {
+        let mut built = Vec::with_capacity(config.layers);
+        for i in 0..config.layers {
             let p = format!("encoder.layer.{i}");
             let t = &mut tensors;
             built.push(Layer {
@@ -152,23 +154,17 @@ impl MiniLm {
             });
         }
         let token_types = tensors.matrix("embeddings.token_type_embeddings.weight")?;
-        let model = Self {
-            tokenizer: tokenizer_from_bytes(tokenizer_bytes, Some(max_len))?,
+        Ok(Self {
+            tokenizer: tokenizer_from_bytes(&tokenizer_path, tokenizer_bytes, Some(max_len))?,
             word: tensors.matrix("embeddings.word_embeddings.weight")?,
             position: tensors.matrix("embeddings.position_embeddings.weight")?,
             token_type: token_types.row(0).to_owned(),
             embed_norm: norm(&mut tensors, "embeddings.LayerNorm")?,
             layers: built,
-            heads,
+            heads: config.heads,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             fingerprint,
-        };
-        if heads == 0 || !model.word.ncols().is_multiple_of(heads) {
-            return Err(Error::Config(
-                "hidden size is not a multiple of the heads".into(),
-            ));
-        }
-        Ok(model)
+        })
     }
 
     /// The width of the embeddings.
@@ -364,31 +360,39 @@ impl MiniLm {
 /// `sentence_bert_config.json`, at most [`MAX_POSITIONS`]; [`MAX_POSITIONS`] without that file.
 fn max_seq_length(dir: &Path) -> Result<usize, Error> {
     let path = dir.join("sentence_bert_config.json");
-    if !path.is_file() {
-        return Ok(MAX_POSITIONS);
-    }
-    let config: serde_json::Value =
-        serde_json::from_slice(&read(&path)?).map_err(|e| Error::Config(e.to_string()))?;
+    let bytes = match model_file::read(&path, MAX_CONFIG_BYTES) {
+        Ok(bytes) => bytes,
+        Err(Error::Missing { .. }) => return Ok(MAX_POSITIONS),
+        Err(e) => return Err(e),
+    };
+    let config: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes).map_err(|_| invalid(&path, Defect::NotJson))?;
     match config.get("max_seq_length") {
         None => Ok(MAX_POSITIONS),
         Some(v) => match v.as_u64() {
-            Some(n) if n >= 2 => Ok((n as usize).min(MAX_POSITIONS)),
-            _ => Err(Error::Config(
-                "`max_seq_length` in sentence_bert_config.json is not a length".into(),
-            )),
+            Some(n) if n >= 2 => {
+                Ok(usize::try_from(n).map_or(MAX_POSITIONS, |n| n.min(MAX_POSITIONS)))
+            }
+            _ => Err(invalid(&path, Defect::OutOfRange("max_seq_length"))),
         },
     }
 }
 
 /// Loads `tokenizer.json` with its padding off and truncation at `max_len` (none when `None`).
 pub(crate) fn load_tokenizer(dir: &Path, max_len: Option<usize>) -> Result<Tokenizer, Error> {
-    tokenizer_from_bytes(read(&dir.join("tokenizer.json"))?, max_len)
+    let path = dir.join("tokenizer.json");
+    let bytes = model_file::read(&path, MAX_TOKENIZER_BYTES)?;
+    tokenizer_from_bytes(&path, bytes, max_len)
 }
 
-/// [`load_tokenizer`] from the bytes of a `tokenizer.json`.
-fn tokenizer_from_bytes(bytes: Vec<u8>, max_len: Option<usize>) -> Result<Tokenizer, Error> {
+/// [`load_tokenizer`] from the bytes of the `tokenizer.json` at `path`.
+fn tokenizer_from_bytes(
+    path: &Path,
+    bytes: Vec<u8>,
+    max_len: Option<usize>,
+) -> Result<Tokenizer, Error> {
     let mut tokenizer =
-        Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Tokenizer::from_bytes(bytes).map_err(|_| invalid(path, Defect::NotATokenizer))?;
     tokenizer.with_padding(None);
     let truncation = max_len.map(|max_length| TruncationParams {
         max_length,
@@ -396,7 +400,7 @@ fn tokenizer_from_bytes(bytes: Vec<u8>, max_len: Option<usize>) -> Result<Tokeni
     });
     tokenizer
         .with_truncation(truncation)
-        .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        .map_err(|_| invalid(path, Defect::NotATokenizer))?;
     Ok(tokenizer)
 }
 
@@ -432,69 +436,71 @@ pub fn normalize(mut v: Vec<f32>) -> Vec<f32> {
     v
 }
 
-pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    fs::read(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// The F32 tensors of a safetensors file, taken out one by one.
+/// The F32 tensors of a safetensors file that a [`BertConfig`] needs, taken out one by one.
 struct Tensors {
     path: PathBuf,
     /// The file's CRC-32 and length.
     crc: u32,
-    len: usize,
+    len: u64,
     by_name: HashMap<String, (Vec<usize>, Vec<f32>)>,
 }
 
 impl Tensors {
     /// Reads the format: an 8-byte little-endian header length, a JSON header naming each
-    /// tensor's dtype, shape and byte range, then the data. Tensors of other dtypes (the I64
-    /// `position_ids`) are skipped.
-    fn read(path: &Path) -> Result<Self, Error> {
-        let bytes = read(path)?;
-        let bad = |why: &str| Error::Weights(format!("{}: {why}", path.display()));
-        let n = bytes
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize)
-            .ok_or_else(|| bad("shorter than its header"))?;
-        let header = bytes
-            .get(8..8usize.saturating_add(n))
-            .ok_or_else(|| bad("header past the end"))?;
-        let header: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(header).map_err(|_| bad("header is not a JSON object"))?;
-        let data = &bytes[8 + n..];
-        let mut by_name = HashMap::new();
-        for (name, info) in header {
-            if info["dtype"] != "F32" {
-                continue;
+    /// tensor's dtype, shape and byte range, then the data. The header is checked whole
+    /// ([`Safetensors::parse`]) and every tensor `config` needs must be there in F32 with the
+    /// shape it gives, before one is allocated; then only those are read, through a small buffer.
+    /// Tensors of other dtypes (the I64 `position_ids`) are skipped.
+    fn read(path: &Path, config: &BertConfig) -> Result<Self, Error> {
+        let (file, len) = model_file::open(path, MAX_WEIGHTS_BYTES)?;
+        let io = |source: std::io::Error| match source.kind() {
+            // The length was checked: a file that ends early changed meanwhile.
+            std::io::ErrorKind::UnexpectedEof => invalid(path, Defect::Changed),
+            _ => Error::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+        };
+        let mut first = [0u8; 8];
+        std::io::Read::read_exact(&mut &file, &mut first).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => invalid(path, Defect::Truncated),
+            _ => io(e),
+        })?;
+        let n = Safetensors::header_len(&first, len).map_err(|d| invalid(path, d))?;
+        // At most MAX_SAFETENSORS_HEADER, and inside the file.
+        let mut head = vec![0u8; 8 + n as usize];
+        head[..8].copy_from_slice(&first);
+        std::io::Read::read_exact(&mut &file, &mut head[8..]).map_err(io)?;
+        let header = Safetensors::parse(&head, len).map_err(|d| invalid(path, d))?;
+        drop(head);
+        let present: HashMap<&str, &TensorInfo> = header
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .collect();
+        let wanted = config.tensors();
+        let mut found = Vec::with_capacity(wanted.len());
+        for (name, shape) in wanted {
+            let t = present
+                .get(name.as_str())
+                .filter(|t| t.dtype == "F32")
+                .ok_or_else(|| invalid(path, Defect::MissingTensor))?;
+            if t.shape != shape {
+                return Err(invalid(path, Defect::TensorShape));
             }
-            let shape: Vec<usize> = info["shape"]
-                .as_array()
-                .ok_or_else(|| bad("a tensor without a shape"))?
-                .iter()
-                .map(|d| d.as_u64().map(|d| d as usize))
-                .collect::<Option<_>>()
-                .ok_or_else(|| bad("a shape that is not a list of sizes"))?;
-            let range = info["data_offsets"]
-                .as_array()
-                .and_then(|r| Some((r.first()?.as_u64()? as usize, r.get(1)?.as_u64()? as usize)))
-                .ok_or_else(|| bad("a tensor without offsets"))?;
-            let raw = data
-                .get(range.0..range.1)
-                .filter(|r| r.len() == 4 * shape.iter().product::<usize>())
-                .ok_or_else(|| bad("a tensor whose bytes do not match its shape"))?;
-            let values = raw
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            found.push((name, shape, t.offset, (t.len / 4) as usize));
+        }
+        let mut crc = crc32fast::Hasher::new();
+        search_profile::read_in_chunks(&file, len, |bytes| crc.update(bytes)).map_err(io)?;
+        let mut by_name = HashMap::with_capacity(found.len());
+        for (name, shape, offset, count) in found {
+            let values = model_file::read_f32s(&file, offset, count).map_err(io)?;
             by_name.insert(name, (shape, values));
         }
         Ok(Self {
             path: path.to_path_buf(),
-            crc: crc32fast::hash(&bytes),
-            len: bytes.len(),
+            crc: crc.finalize(),
+            len,
             by_name,
         })
     }
@@ -503,18 +509,13 @@ impl Tensors {
         self.by_name
             .remove(name)
             .filter(|(shape, _)| shape.len() == rank)
-            .ok_or_else(|| {
-                Error::Weights(format!(
-                    "{}: no F32 tensor `{name}` of rank {rank}",
-                    self.path.display()
-                ))
-            })
+            .ok_or_else(|| invalid(&self.path, Defect::MissingTensor))
     }
 
     fn matrix(&mut self, name: &str) -> Result<Array2<f32>, Error> {
         let (shape, values) = self.take(name, 2)?;
         Array2::from_shape_vec((shape[0], shape[1]), values)
-            .map_err(|e| Error::Weights(e.to_string()))
+            .map_err(|_| invalid(&self.path, Defect::TensorShape))
     }
 
     fn vector(&mut self, name: &str) -> Result<Array1<f32>, Error> {

@@ -25,7 +25,6 @@
 //! crc32 the manifest records before it is used; a segment is never rewritten once committed.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 
 use memmap2::Mmap;
@@ -34,6 +33,10 @@ use crate::StoreError;
 
 const MAGIC: &[u8; 8] = b"RSSEMSG2";
 const HEADER: usize = 8 + 4 * 4 + 8 * 8;
+/// A segment larger than this is damage: refused by its size before it is mapped or checksummed.
+/// Its string offsets are u32, and a catch-up writes a segment every 120 000 chunks (a few
+/// hundred megabytes at most).
+pub(crate) const MAX_SEGMENT_BYTES: u64 = 4 << 30;
 const FILE_ROW: usize = 28;
 const CHUNK_ROW: usize = 44;
 /// Terms per front-coded block of the dictionary.
@@ -249,15 +252,22 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Maps `path` and checks it against the manifest's `crc32`, its magic and its layout.
+    /// Maps `path` and checks it against the manifest's `crc32`, its magic and its layout. Its
+    /// size is checked first ([`MAX_SEGMENT_BYTES`]), then its header against that size, and only
+    /// then its checksum, read through one small buffer: a damaged segment of any size costs no
+    /// memory for its size. It is opened without following a symlink, and must be a regular file.
     pub(crate) fn open(path: &Path, crc32: u32) -> Result<Segment, StoreError> {
-        let file = File::open(path).map_err(StoreError::io(path))?;
+        let file = crate::store::open_store_file(path)?;
+        let len = file.metadata().map_err(StoreError::io(path))?.len();
+        if len < HEADER as u64 || len > MAX_SEGMENT_BYTES {
+            return Err(StoreError::Corrupt);
+        }
         // SAFETY: segment files are written under a fresh name, fsynced and only then named by a
         // manifest; nothing writes to one afterwards, and they are deleted (never truncated) once
         // no manifest names them, which leaves an existing map intact.
         #[allow(unsafe_code)]
         let map = unsafe { Mmap::map(&file) }.map_err(StoreError::io(path))?;
-        if crc32fast::hash(&map) != crc32 || map.len() < HEADER || &map[..8] != MAGIC {
+        if map.len() as u64 != len || &map[..8] != MAGIC {
             return Err(StoreError::Corrupt);
         }
         let u32_at = |i: usize| u32::from_le_bytes([map[i], map[i + 1], map[i + 2], map[i + 3]]);
@@ -285,6 +295,16 @@ impl Segment {
             && at[6] - at[5] >= nt.div_ceil(TERMS_PER_BLOCK) * 4
             && d > 0;
         if !sizes_fit {
+            return Err(StoreError::Corrupt);
+        }
+        let mut hasher = crc32fast::Hasher::new();
+        search_profile::read_in_chunks(&file, len, |bytes| hasher.update(bytes)).map_err(|e| {
+            match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => StoreError::Corrupt,
+                _ => StoreError::io(path)(e),
+            }
+        })?;
+        if hasher.finalize() != crc32 {
             return Err(StoreError::Corrupt);
         }
         // Rows that point past their tables are damage: a query indexes by them unchecked.

@@ -10,7 +10,10 @@ use tokenizers::Tokenizer;
 
 use crate::Error;
 use crate::chunk::TARGET_BYTES;
-use crate::model::{MiniLm, load_tokenizer, normalize, read};
+use crate::model::{MiniLm, load_tokenizer, normalize};
+use crate::model_file::{
+    self, Defect, MAX_CHECKSUM_BYTES, MAX_STATIC_BYTES, STATIC_HEADER, StaticHeader, invalid,
+};
 use crate::text::for_embedding;
 
 /// The width of the static vectors (the PCA's output).
@@ -33,9 +36,6 @@ pub fn preferred_file(dir: &Path) -> &'static str {
     }
 }
 
-const MAGIC: &[u8; 8] = b"RSSTATIC";
-const VERSION: u32 = 1;
-
 /// model2vec's SIF coefficient `a` in the weight `a / (a + p(token))`.
 const SIF_COEFFICIENT: f64 = 1e-4;
 
@@ -44,6 +44,9 @@ pub struct StaticModel {
     tokenizer: Tokenizer,
     dim: usize,
     vectors: Vec<f32>,
+    /// The sha256 of the file it was loaded from (checked against the one beside it), or of the
+    /// bytes it would be saved as.
+    sha256: String,
 }
 
 impl StaticModel {
@@ -64,7 +67,15 @@ impl StaticModel {
     pub fn build_limited(minilm: &MiniLm, dir: &Path, limit: usize) -> Result<Self, Error> {
         let tokenizer = load_tokenizer(dir, None)?;
         let vocab = minilm.vocab_size();
-        let (cls, sep) = (special(&tokenizer, "[CLS]")?, special(&tokenizer, "[SEP]")?);
+        let (Some(cls), Some(sep)) = (
+            tokenizer.token_to_id("[CLS]"),
+            tokenizer.token_to_id("[SEP]"),
+        ) else {
+            return Err(invalid(
+                &dir.join("tokenizer.json"),
+                Defect::NoSpecialTokens,
+            ));
+        };
         let kept: Vec<u32> = (0..vocab as u32)
             .filter(|&id| {
                 tokenizer
@@ -86,11 +97,27 @@ impl StaticModel {
                 *out = x * weight;
             }
         }
-        Ok(Self {
+        Ok(Self::new(tokenizer, STATIC_DIM, vectors))
+    }
+
+    /// A model of `vectors` (`dim` wide), its sha256 that of the file it saves as.
+    fn new(tokenizer: Tokenizer, dim: usize, vectors: Vec<f32>) -> Self {
+        let mut model = Self {
             tokenizer,
-            dim: STATIC_DIM,
+            dim,
             vectors,
-        })
+            sha256: String::new(),
+        };
+        let mut digest = Sha256::new();
+        model.write_to(&mut |bytes| digest.update(bytes));
+        model.sha256 = hex(&digest.finalize());
+        model
+    }
+
+    /// The sha256 (hex) of the model's file: the model's identity. For a loaded model, the one
+    /// its `.sha256` file records, which the file was checked against.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
     }
 
     /// The vector of a text: the mean of its tokens' vectors (identifiers cut into words first,
@@ -140,18 +167,33 @@ impl StaticModel {
 
     /// [`StaticModel::save`] under another file name (such as [`TUNED_FILE`]).
     pub fn save_as(&self, dir: &Path, file: &str) -> Result<String, Error> {
-        let mut bytes = Vec::with_capacity(20 + self.vectors.len() * 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(&((self.vectors.len() / self.dim) as u32).to_le_bytes());
-        bytes.extend_from_slice(&(self.dim as u32).to_le_bytes());
-        for v in &self.vectors {
-            bytes.extend_from_slice(&v.to_le_bytes());
-        }
+        let bytes = self.to_bytes();
         let digest = hex(&Sha256::digest(&bytes));
         write_atomically(&dir.join(file), &bytes)?;
         write_atomically(&checksum_path(dir, file), format!("{digest}\n").as_bytes())?;
         Ok(digest)
+    }
+
+    /// The file's bytes: the header ([`StaticHeader`]), then the rows' f32s.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(STATIC_HEADER + self.vectors.len() * 4);
+        self.write_to(&mut |b| bytes.extend_from_slice(b));
+        bytes
+    }
+
+    /// Hands the file's bytes to `out`, a row at a time.
+    fn write_to(&self, out: &mut dyn FnMut(&[u8])) {
+        let header = StaticHeader {
+            vocab: self.vocab_size(),
+            dim: self.dim,
+        };
+        out(&header.encode());
+        let mut row = Vec::with_capacity(self.dim * 4);
+        for r in self.vectors.chunks(self.dim) {
+            row.clear();
+            row.extend(r.iter().flat_map(|v| v.to_le_bytes()));
+            out(&row);
+        }
     }
 
     /// Reads the model [`StaticModel::save`] wrote, refusing it when it does not match its sha256.
@@ -159,43 +201,70 @@ impl StaticModel {
         Self::load_file(dir, STATIC_FILE)
     }
 
-    /// [`StaticModel::load`] of another file name in `dir` (such as [`TUNED_FILE`]).
+    /// [`StaticModel::load`] of another file name in `dir` (such as [`TUNED_FILE`]). The file is
+    /// untrusted: its length is checked against [`MAX_STATIC_BYTES`], then its header
+    /// ([`StaticHeader::parse`]) against its length, before the rows are allocated; then it is
+    /// read once, through a small buffer, into the rows and its sha256.
     pub fn load_file(dir: &Path, file: &str) -> Result<Self, Error> {
         let path = dir.join(file);
-        let bytes = read(&path)?;
-        let want = String::from_utf8_lossy(&read(&checksum_path(dir, file))?)
-            .trim()
-            .to_owned();
-        if hex(&Sha256::digest(&bytes)) != want {
-            return Err(Error::Checksum(path));
-        }
-        let word = |i: usize| {
-            bytes
-                .get(i..i + 4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        let want = read_checksum_file(dir, file)?;
+        let (handle, len) = model_file::open(&path, MAX_STATIC_BYTES)?;
+        let read_error = |source| Error::Read {
+            path: path.clone(),
+            source,
         };
-        let (Some(version), Some(vocab), Some(dim)) = (word(8), word(12), word(16)) else {
-            return Err(Error::StaticFormat("shorter than its header".into()));
-        };
-        if &bytes[..8] != MAGIC || version != VERSION as usize || dim == 0 {
-            return Err(Error::StaticFormat(
-                "not a static model of this version".into(),
-            ));
+        let mut first = [0u8; STATIC_HEADER];
+        std::io::Read::read_exact(&mut &handle, &mut first).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => invalid(&path, Defect::Truncated),
+            _ => read_error(e),
+        })?;
+        let header = StaticHeader::parse(&first, len).map_err(|d| invalid(&path, d))?;
+        let mut vectors = Vec::with_capacity(header.vocab * header.dim);
+        let mut digest = Sha256::new();
+        let mut seen = 0u64;
+        search_profile::read_in_chunks(&handle, len, |bytes| {
+            digest.update(bytes);
+            // The rows start past the header; both lengths are multiples of four, so every chunk
+            // ends on a float.
+            let skip = (STATIC_HEADER as u64)
+                .saturating_sub(seen)
+                .min(bytes.len() as u64);
+            seen += bytes.len() as u64;
+            vectors.extend(
+                bytes[skip as usize..]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+        })
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => invalid(&path, Defect::Changed),
+            _ => read_error(e),
+        })?;
+        let sha256 = hex(&digest.finalize());
+        if sha256 != want {
+            return Err(invalid(&path, Defect::ChecksumMismatch));
         }
-        let data = &bytes[20..];
-        if data.len() != vocab * dim * 4 {
-            return Err(Error::StaticFormat("size does not match the header".into()));
+        if vectors.len() != header.vocab * header.dim {
+            return Err(invalid(&path, Defect::Changed));
         }
-        let vectors = data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
         Ok(Self {
             tokenizer: load_tokenizer(dir, None)?,
-            dim,
+            dim: header.dim,
             vectors,
+            sha256,
         })
     }
+}
+
+/// The sha256 (hex, lower case) that the `.sha256` file beside `file` in `dir` records.
+pub(crate) fn read_checksum_file(dir: &Path, file: &str) -> Result<String, Error> {
+    let path = checksum_path(dir, file);
+    let bytes = model_file::read(&path, MAX_CHECKSUM_BYTES)?;
+    let text = std::str::from_utf8(&bytes).unwrap_or_default().trim();
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid(&path, Defect::NotAChecksum));
+    }
+    Ok(text.to_ascii_lowercase())
 }
 
 /// The contrastive fine-tuning's settings ([`StaticModel::tune`]). The defaults were chosen on the
@@ -315,11 +384,7 @@ impl StaticModel {
             }
             progress(epoch, (loss_sum / batches.max(1) as f64) as f32);
         }
-        Self {
-            tokenizer: self.tokenizer.clone(),
-            dim,
-            vectors: table,
-        }
+        Self::new(self.tokenizer.clone(), dim, table)
     }
 }
 
@@ -442,12 +507,6 @@ fn shuffle(items: &mut [usize], state: &mut u64) {
         z ^= z >> 31;
         items.swap(i, (z % (i as u64 + 1)) as usize);
     }
-}
-
-fn special(tokenizer: &Tokenizer, token: &str) -> Result<u32, Error> {
-    tokenizer
-        .token_to_id(token)
-        .ok_or_else(|| Error::Tokenizer(format!("no {token} token")))
 }
 
 fn checksum_path(dir: &Path, file: &str) -> PathBuf {

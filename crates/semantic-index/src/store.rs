@@ -69,6 +69,12 @@ pub const MAX_ANSWER_FILES: usize = 100;
 pub const RELATIVE_FLOOR: f32 = 0.5;
 /// Snippets are cut (on a character boundary) at this many bytes when stored.
 const SNIPPET_BYTES: usize = 512;
+/// A manifest larger than this is damage: its size is checked before it is read, so a damaged
+/// one of any size costs at most twice this much memory (its bytes and its body). A commit never
+/// writes a larger one.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+/// An IDF table holds one f32 per token of the static model's vocabulary.
+const MAX_IDF_BYTES: u64 = 4 * crate::model_file::MAX_VOCAB as u64;
 
 /// Why the store could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -222,8 +228,14 @@ impl Store {
     }
 
     fn load(dir: &Path, manifest: Manifest, previous: Option<&Store>) -> Result<Store, StoreError> {
+        // The manifest names files of this directory only.
+        let mut named =
+            std::iter::once(&manifest.idf_file).chain(manifest.segments.iter().map(|e| &e.file));
+        if !named.all(|n| is_plain_name(n)) {
+            return Err(StoreError::Corrupt);
+        }
         let idf_path = dir.join(&manifest.idf_file);
-        let idf_bytes = fs::read(&idf_path).map_err(StoreError::io(&idf_path))?;
+        let idf_bytes = read_store_file(&idf_path, MAX_IDF_BYTES)?;
         if crc32fast::hash(&idf_bytes) != manifest.idf_crc32 || idf_bytes.len() % 4 != 0 {
             return Err(StoreError::Corrupt);
         }
@@ -1377,6 +1389,13 @@ fn commit_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
         body,
     };
     let bytes = serde_json::to_vec(&env).map_err(|_| StoreError::Corrupt)?;
+    // A reader would refuse it as damage: fail this commit rather than write an unreadable store.
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(StoreError::io(dir)(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            "the semantic store's manifest would be larger than a reader accepts",
+        )));
+    }
     write_durably(dir, MANIFEST, &bytes)?;
     #[cfg(unix)]
     fs::File::open(dir)
@@ -1387,12 +1406,15 @@ fn commit_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
 
 fn read_manifest(dir: &Path) -> Result<Option<Manifest>, StoreError> {
     let path = dir.join(MANIFEST);
-    let bytes = match fs::read(&path) {
+    let bytes = match read_store_file(&path, MAX_MANIFEST_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io(&path)(e)),
+        Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
     };
     let env: Envelope = serde_json::from_slice(&bytes).map_err(|_| StoreError::Corrupt)?;
+    drop(bytes);
     if crc32fast::hash(env.body.as_bytes()) != env.crc32 {
         return Err(StoreError::Corrupt);
     }
@@ -1401,6 +1423,34 @@ fn read_manifest(dir: &Path) -> Result<Option<Manifest>, StoreError> {
         return Err(StoreError::Corrupt);
     }
     Ok(Some(m))
+}
+
+/// Opens a file of the store without following a symlink and without blocking on a FIFO. A
+/// symlink, FIFO or directory in its place is damage ([`StoreError::Corrupt`]); a missing file is
+/// [`StoreError::Io`] of kind `NotFound` (a concurrent commit may have collected it).
+pub(crate) fn open_store_file(path: &Path) -> Result<fs::File, StoreError> {
+    search_profile::open_regular(path).map_err(|e| {
+        let misplaced = fs::symlink_metadata(path).is_ok_and(|m| !m.is_file());
+        if misplaced {
+            StoreError::Corrupt
+        } else {
+            StoreError::io(path)(e)
+        }
+    })
+}
+
+/// Reads a file of the store whole when it holds at most `max` bytes: its size is checked before
+/// it is read ([`search_profile::read_bounded`]), and a larger one is damage.
+fn read_store_file(path: &Path, max: u64) -> Result<Vec<u8>, StoreError> {
+    search_profile::read_bounded(&open_store_file(path)?, max).map_err(|e| match e.kind() {
+        std::io::ErrorKind::FileTooLarge | std::io::ErrorKind::InvalidData => StoreError::Corrupt,
+        _ => StoreError::io(path)(e),
+    })
+}
+
+/// Whether `name` names a file directly in the store's directory.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Deletes the files no committed manifest names (left by earlier commits or a killed writer).
@@ -1456,7 +1506,7 @@ fn lock(dir: &Path, deadline: Option<Instant>) -> Result<fs::File, StoreError> {
 /// ([`crate::preferred_file`]): the model's identity, so a store built with another is rebuilt.
 pub fn model_id(dir: &Path) -> Option<String> {
     let file = crate::preferred_file(dir);
-    let text = fs::read_to_string(dir.join(format!("{file}.sha256"))).ok()?;
+    let text = crate::statics::read_checksum_file(dir, file).ok()?;
     let id = text.trim().to_owned();
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }

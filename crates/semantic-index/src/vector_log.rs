@@ -82,15 +82,25 @@ impl VectorLog {
         let Ok(file) = open_regular(&self.path, false) else {
             return out;
         };
-        // No more than the limit's records: a file another build grew, or garbage, costs no
-        // more memory than a full log.
-        let most = (HEADER + self.limit * self.record_len()) as u64;
-        let mut bytes = Vec::new();
-        if file.take(most).read_to_end(&mut bytes).is_err() || !self.header_matches(&bytes) {
+        // The size first, then no more than the limit's whole records, one at a time: a file of
+        // any size (another build's, garbage) costs no more memory than the vectors it holds
+        // intact, and never more than a full log's.
+        let Ok(len) = file.metadata().map(|m| m.len()) else {
+            return out;
+        };
+        let whole = len.saturating_sub(HEADER as u64) / self.record_len() as u64;
+        let records = whole.min(self.limit as u64) as usize;
+        let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+        let mut header = [0u8; HEADER];
+        if reader.read_exact(&mut header).is_err() || !self.header_matches(&header) {
             return out;
         }
-        for record in bytes[HEADER..].chunks_exact(self.record_len()) {
-            if let Some((hash, vector)) = self.parse(record) {
+        let mut record = vec![0u8; self.record_len()];
+        for _ in 0..records {
+            if reader.read_exact(&mut record).is_err() {
+                break;
+            }
+            if let Some((hash, vector)) = self.parse(&record) {
                 out.insert(hash, vector);
             }
         }

@@ -192,3 +192,124 @@ fn a_limited_embedding_is_the_embedding_of_a_shorter_max_seq_length() {
     let whole = model().embed(&refs[..1]).expect("embeds").remove(0);
     assert_ne!(whole, limited[0], "the whole text reads past the cut");
 }
+
+/// A model directory of links to the installed files, but with `name` holding `bytes`.
+fn with_file(name: &str, bytes: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        if f != name {
+            std::os::unix::fs::symlink(model_dir().join(f), dir.path().join(f)).unwrap();
+        }
+    }
+    std::fs::write(dir.path().join(name), bytes).unwrap();
+    dir
+}
+
+/// Loading a model directory whose `name` holds `bytes` fails with `defect`, naming `blamed`.
+fn check_refused(name: &str, bytes: &[u8], blamed: &str, defect: semantic_index::Defect) {
+    let dir = with_file(name, bytes);
+    match MiniLm::load(dir.path()) {
+        Err(semantic_index::Error::Invalid { path, defect: got }) => {
+            assert_eq!(path, dir.path().join(blamed), "{name}: {defect:?}");
+            assert_eq!(got, defect, "{name}");
+        }
+        Err(e) => panic!("{name}: expected {defect:?}, got {e}"),
+        Ok(_) => panic!("{name}: expected {defect:?}, it loaded"),
+    }
+}
+
+/// The installed `config.json` with `field` set to `value`.
+fn config_with(field: &str, value: serde_json::Value) -> Vec<u8> {
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model_dir().join("config.json")).unwrap()).unwrap();
+    config[field] = value;
+    serde_json::to_vec(&config).unwrap()
+}
+
+/// The installed weights with their JSON header changed by `edit` (the data kept as it is).
+fn weights_with(edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let bytes = std::fs::read(model_dir().join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    edit(&mut header);
+    let json = serde_json::to_vec(&header).unwrap();
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&json);
+    out.extend_from_slice(&bytes[8 + n..]);
+    out
+}
+
+/// Every size a header of MiniLM's states is checked before anything is allocated for it: a
+/// corrupt `config.json`, safetensors header or tokenizer is an error naming the file and the
+/// defect, never a panic or an allocation the file asked for.
+#[test]
+fn corrupt_minilm_headers_are_errors_naming_the_file() {
+    use semantic_index::Defect;
+    let word = "embeddings.word_embeddings.weight";
+    check_refused(
+        "config.json",
+        &config_with("hidden_size", (u64::from(u32::MAX)).into()),
+        "config.json",
+        Defect::OutOfRange("hidden_size"),
+    );
+    check_refused(
+        "config.json",
+        &config_with("num_attention_heads", 7.into()),
+        "config.json",
+        Defect::HeadsDoNotDivideHidden,
+    );
+    check_refused("config.json", b"[]", "config.json", Defect::NotJson);
+    // More layers than the weights hold, or another feed-forward width.
+    check_refused(
+        "config.json",
+        &config_with("num_hidden_layers", 7.into()),
+        "model.safetensors",
+        Defect::MissingTensor,
+    );
+    check_refused(
+        "config.json",
+        &config_with("intermediate_size", 1000.into()),
+        "model.safetensors",
+        Defect::TensorShape,
+    );
+    let mut huge_header = std::fs::read(model_dir().join("model.safetensors")).unwrap();
+    huge_header[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    check_refused(
+        "model.safetensors",
+        &huge_header,
+        "model.safetensors",
+        Defect::HeaderTooLarge,
+    );
+    check_refused(
+        "model.safetensors",
+        &weights_with(|h| h[word]["shape"] = serde_json::json!([1u64 << 62, 384])),
+        "model.safetensors",
+        Defect::TensorSizeMismatch,
+    );
+    check_refused(
+        "model.safetensors",
+        &weights_with(|h| h[word]["dtype"] = "F16".into()),
+        "model.safetensors",
+        Defect::TensorSizeMismatch,
+    );
+    check_refused(
+        "model.safetensors",
+        &weights_with(|h| h[word]["data_offsets"][1] = 0.into()),
+        "model.safetensors",
+        Defect::TensorSizeMismatch,
+    );
+    let mut short = std::fs::read(model_dir().join("model.safetensors")).unwrap();
+    short.truncate(short.len() - 4);
+    check_refused(
+        "model.safetensors",
+        &short,
+        "model.safetensors",
+        Defect::TensorsNotContiguous,
+    );
+    check_refused(
+        "tokenizer.json",
+        b"{\"not\": \"a tokenizer\"}",
+        "tokenizer.json",
+        Defect::NotATokenizer,
+    );
+}

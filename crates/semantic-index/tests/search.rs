@@ -2,29 +2,13 @@
 //! the vocabulary's first 3 000 tokens (common English words are among them) keeps this fast; the
 //! full build is `cargo xtask model static`.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+mod support;
 
-use semantic_index::{Document, Error, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel};
+use support::{LIMIT, minilm, model_dir, statics};
 
-const LIMIT: usize = 3000;
-
-fn model_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/models/all-minilm-l6-v2")
-}
-
-fn minilm() -> &'static MiniLm {
-    static MODEL: OnceLock<MiniLm> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        MiniLm::load(&model_dir())
-            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"))
-    })
-}
-
-fn statics() -> &'static StaticModel {
-    static MODEL: OnceLock<StaticModel> = OnceLock::new();
-    MODEL.get_or_init(|| StaticModel::build_limited(minilm(), &model_dir(), LIMIT).expect("builds"))
-}
+use semantic_index::{
+    Defect, Document, Error, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel,
+};
 
 /// A directory holding the tokenizer, where a static model can be saved.
 fn scratch() -> tempfile::TempDir {
@@ -61,7 +45,10 @@ fn static_model_round_trips_and_refuses_a_changed_byte() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&path, bytes).expect("writes");
-    assert!(matches!(StaticModel::load(dir.path()), Err(Error::Checksum(p)) if p == path));
+    assert!(matches!(
+        StaticModel::load(dir.path()),
+        Err(Error::Invalid { path: p, defect: Defect::ChecksumMismatch }) if p == path
+    ));
 }
 
 fn corpus() -> Vec<Document> {

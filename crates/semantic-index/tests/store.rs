@@ -2,29 +2,16 @@
 //! killed before its commit. A static model over the vocabulary's first 3 000 tokens keeps this
 //! fast.
 
+mod support;
+
+use support::statics;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
-use semantic_index::{
-    CatchUp, MiniLm, SourceFile, StaticModel, Store, StoreError, rank::Weights, version_of,
-};
+use semantic_index::{CatchUp, SourceFile, Store, StoreError, rank::Weights, version_of};
 
-const LIMIT: usize = 3000;
 const MODEL_ID: &str = "test-model";
-
-fn model_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/models/all-minilm-l6-v2")
-}
-
-fn statics() -> &'static StaticModel {
-    static MODEL: OnceLock<StaticModel> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        let minilm = MiniLm::load(&model_dir())
-            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"));
-        StaticModel::build_limited(&minilm, &model_dir(), LIMIT).expect("builds")
-    })
-}
 
 /// A worktree in memory: path → (text, version).
 #[derive(Default)]

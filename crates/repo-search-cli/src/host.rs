@@ -484,8 +484,9 @@ impl Host {
 
     /// A host on the index of a running `repo-search serve`: the server refreshes and searches,
     /// and its answers pass this host's own facade, so they are judged as any backend's.
+    /// `root` is the worktree's canonical root, as [`crate::serve::connect`] found it.
     pub(crate) fn on_server(
-        dir: &Path,
+        root: PathBuf,
         served: Arc<crate::serve::ServedBackend>,
         deadline: Duration,
     ) -> Result<Host, HostError> {
@@ -494,7 +495,6 @@ impl Host {
             ..OpenOptions::new(HostModes::Indexed)
         };
         let limits = options.limits()?;
-        let (root, _) = worktree_root(dir)?;
         let fallback = Arc::new(
             LiteralSearch::with_config(
                 &root,

@@ -828,17 +828,21 @@ impl Searcher<'_> {
             && !self.no_server
             && self.host.is_none()
             && self.location.shared.backend()?.is_none()
-            && let Some(served) = serve::connect(
+            && let Some((root, served)) = serve::connect(
                 self.location.root(),
                 self.location.index_dir.as_deref(),
                 self.location.deadline(),
-                self.semantic_setup().as_deref(),
+                // Only a `semantic` search asks for the server's semantic setup.
+                self.semantic
+                    .then(|| self.semantic_setup())
+                    .flatten()
+                    .as_deref(),
             )
             .await
             && (self.indexed || served.modes().contains(&SearchMode::Semantic))
         {
             self.host = Some(host::Host::on_server(
-                self.location.root(),
+                root,
                 served,
                 self.location.deadline(),
             )?);

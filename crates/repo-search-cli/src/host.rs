@@ -25,7 +25,7 @@ use crate::watch::{Plan, Watcher};
 
 /// Why the host could not serve. Each maps to one fixed `Failure` (code, message, hint): no git,
 /// OS or backend text reaches a caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HostError {
     /// `--root` does not exist or is not a directory.
     MissingRoot,
@@ -48,8 +48,47 @@ pub(crate) enum HostError {
     DiskFull,
     /// `--deadline-ms` is outside the caps the contract allows.
     DeadlineUnusable,
-    /// `--rerank` was asked for, and MiniLM could not be loaded from the model directory.
+    /// `--rerank` was asked for, and MiniLM is not in the model directory.
     RerankModelMissing,
+    /// A file of the model is there but cannot be used (`--rerank`'s MiniLM, or the static model
+    /// where `semantic` is asked for by name).
+    ModelDamaged(ModelDamage),
+}
+
+/// A model file that is there but cannot be used, in words fixed by this program: the file's name
+/// in the model directory, and what is wrong with it (`semantic_index::Defect`'s words).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ModelDamage {
+    /// The file's name, e.g. `static-256.bin` or `model.safetensors`.
+    pub(crate) file: String,
+    /// What is wrong with it.
+    pub(crate) defect: String,
+}
+
+impl ModelDamage {
+    /// The damage a model error reports; `None` when the model is simply not installed. No text
+    /// of the operating system or the tokenizer is kept.
+    pub(crate) fn of(e: &semantic_index::Error) -> Option<ModelDamage> {
+        use semantic_index::Error;
+        let name = |path: &Path| {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let (file, defect) = match e {
+            _ if e.is_missing() => return None,
+            Error::Invalid { path, defect } => (name(path), defect.to_string()),
+            Error::Read { path, .. } | Error::Write { path, .. } | Error::Missing { path } => (
+                name(path),
+                "it could not be read (permissions or I/O)".to_owned(),
+            ),
+            Error::Tokenizer(_) => (
+                "tokenizer.json".to_owned(),
+                "the tokenizer could not be loaded from it".to_owned(),
+            ),
+        };
+        Some(ModelDamage { file, defect })
+    }
 }
 
 /// How a host serves `semantic`: the model directory, and when MiniLM re-ranks an answer's head
@@ -143,6 +182,8 @@ pub(crate) struct Host {
     /// What `semantic` is served with, when it is: a `serve` says it in its hello, and a client
     /// asks it for `semantic` only when its own setup is the same.
     pub(crate) semantic_setup: Option<String>,
+    /// Why `semantic` is not served although its model directory was found: a damaged model.
+    pub(crate) semantic_damage: Option<ModelDamage>,
 }
 
 /// What `semantic` is served with: the model directory (canonical) and the re-rank policy.
@@ -409,14 +450,22 @@ impl Host {
         );
         let policy = semantic.map_or(RerankPolicy::Never, |setup| setup.rerank);
         let semantic_setup_served = semantic.as_ref().map(semantic_setup);
+        let mut semantic_damage = None;
         let semantic = match semantic
-            .and_then(|setup| Some((setup, SemanticEngine::open(setup.model_dir, &index_dir)?)))
+            .map(|setup| (setup, SemanticEngine::open(setup.model_dir, &index_dir)))
         {
-            Some((setup, engine)) => Some(Arc::new(
-                engine
-                    .with_policy(setup.rerank)
-                    .map_err(|_| HostError::RerankModelMissing)?,
-            )),
+            Some((setup, Ok(engine))) => Some(Arc::new(engine.with_policy(setup.rerank).map_err(
+                |e| match ModelDamage::of(&e) {
+                    Some(damage) => HostError::ModelDamaged(damage),
+                    None => HostError::RerankModelMissing,
+                },
+            )?)),
+            // A damaged static model costs `semantic` alone: the host serves the other modes,
+            // and says why `semantic` is not among them when it is asked for.
+            Some((_, Err(e))) => {
+                semantic_damage = ModelDamage::of(&e);
+                None
+            }
             None => None,
         };
         let semantic_setup_served = semantic_setup_served.filter(|_| semantic.is_some());
@@ -466,6 +515,7 @@ impl Host {
             backend: Some(backend),
             served: None,
             semantic_setup: semantic_setup_served,
+            semantic_damage,
         })
     }
 
@@ -531,6 +581,7 @@ impl Host {
             backend: None,
             served: None,
             semantic_setup: None,
+            semantic_damage: None,
             root,
             git_dir: None,
             index: None,

@@ -371,7 +371,19 @@ async fn open_host_for(
         }),
         deadline,
     };
-    Ok(host::Host::open(location.root(), &options)?)
+    let host = host::Host::open(location.root(), &options)?;
+    if modes == host::HostModes::Watching
+        && let Some(damage) = &host.semantic_damage
+    {
+        // A long-lived host says once why it serves no `semantic`, and serves the rest.
+        let failure = Failure::ModelDamaged(damage.clone());
+        eprintln!(
+            "repo-search: `semantic` is not served: {}\nhint: {}",
+            failure.message(),
+            failure.hint()
+        );
+    }
+    Ok(host)
 }
 
 /// `repo-search status` for a person: the index's state, revision, age and size, then where it
@@ -880,7 +892,10 @@ impl Searcher<'_> {
         if self.semantic && self.host.is_none() && self.location.shared.backend()?.is_none() {
             let host = open_host_with_model(self.location, host::HostModes::Indexed).await?;
             if !host.serves_semantic() {
-                return Err(Failure::ModelMissing);
+                return Err(host
+                    .semantic_damage
+                    .clone()
+                    .map_or(Failure::ModelMissing, Failure::ModelDamaged));
             }
             self.host = Some(host);
         }

@@ -354,12 +354,15 @@ impl Reranker {
 impl SemanticEngine {
     /// Loads the static model in `model_dir` (checked against its sha256) for a store in
     /// `index_dir`. `None` when the model cannot be loaded.
-    pub(crate) fn open(model_dir: &Path, index_dir: &Path) -> Option<SemanticEngine> {
-        let model_id = semantic_index::model_id(model_dir)?;
-        // The same file `model_id` named: the tuned model when it is installed.
-        let statics =
-            StaticModel::load_file(model_dir, semantic_index::preferred_file(model_dir)).ok()?;
-        Some(SemanticEngine {
+    pub(crate) fn open(
+        model_dir: &Path,
+        index_dir: &Path,
+    ) -> Result<SemanticEngine, semantic_index::Error> {
+        // The tuned model when it is installed. Loading checks the file against its `.sha256`,
+        // which is the model's identity: a damaged model is told from a missing one.
+        let statics = StaticModel::load_file(model_dir, semantic_index::preferred_file(model_dir))?;
+        let model_id = statics.sha256().to_owned();
+        Ok(SemanticEngine {
             statics,
             model_id,
             model_dir: model_dir.to_path_buf(),

@@ -311,3 +311,115 @@ fn mcp_offers_semantic_exactly_when_the_model_is_installed() {
         ["literal", "indexed_literal", "semantic"]
     );
 }
+
+/// A copy of the installed model directory (static model and MiniLM), for a test to damage.
+fn model_copy() -> tempfile::TempDir {
+    let installed = model_dir();
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&installed).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+    }
+    copy
+}
+
+/// A static model header whose width is 2^32 - 1 (`vocab x dim` then overflows): it used to pass
+/// the loader, and every process that loaded it aborted allocating 16 GiB.
+fn damage_static_header(dir: &Path) {
+    let mut header = b"RSSTATIC".to_vec();
+    for v in [1u32, u32::MAX, u32::MAX] {
+        header.extend_from_slice(&v.to_le_bytes());
+    }
+    std::fs::write(dir.join("static-256.bin"), header).unwrap();
+}
+
+#[test]
+fn a_damaged_static_model_is_named_with_how_to_reinstall_it_not_called_missing() {
+    let dir = functions();
+    let model = model_copy();
+    damage_static_header(model.path());
+    let (code, result, stderr) =
+        semantic_search(dir.path(), Some(model.path()), "order a list of numbers");
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.contains("`static-256.bin` cannot be used") && !message.contains("not installed"),
+        "{message}"
+    );
+    assert!(
+        stderr.contains("hint: reinstall the model") && stderr.contains("cargo xtask model static"),
+        "{stderr}"
+    );
+    // The other modes are served with the same model directory.
+    let cache = tempfile::tempdir().unwrap();
+    let out = command(Some(model.path()), cache.path())
+        .args(["search", "bubble_sort", "--root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn damaged_minilm_weights_are_named_not_called_missing() {
+    let dir = functions();
+    let model = model_copy();
+    // A safetensors header that claims more bytes than the file has.
+    let mut weights = (u64::MAX / 2).to_le_bytes().to_vec();
+    weights.extend_from_slice(b"{}");
+    std::fs::write(model.path().join("model.safetensors"), weights).unwrap();
+    let (code, result, stderr) = semantic_search_with(
+        dir.path(),
+        Some(model.path()),
+        "order a list of numbers",
+        &["--rerank"],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message.contains("`model.safetensors` cannot be used")
+            && !message.contains("not beside the static model"),
+        "{message}"
+    );
+    assert!(stderr.contains("hint: reinstall the model"), "{stderr}");
+    // Without --rerank the static model still serves `semantic` (the hybrid ranking).
+    let (code, result, _) = semantic_search_with(
+        dir.path(),
+        Some(model.path()),
+        "order a list of numbers",
+        &["--rerank=never"],
+    );
+    assert_eq!(code, 0, "{result}");
+}
+
+#[test]
+fn a_server_with_a_damaged_model_survives_and_serves_the_other_modes() {
+    let dir = functions();
+    let model = model_copy();
+    damage_static_header(model.path());
+    let cache = tempfile::tempdir().unwrap();
+    let mut server = mcp_server(dir.path(), Some(model.path()), cache.path());
+    let listed = server.request("tools/list", json!({}));
+    assert_eq!(
+        listed["result"]["tools"][0]["inputSchema"]["properties"]["mode"]["enum"],
+        json!(["literal", "indexed_literal"])
+    );
+    for mode in ["literal", "indexed_literal"] {
+        let result = server.call(json!({ "query": "bubble_sort", "mode": mode }));
+        assert_eq!(result["isError"], false, "{mode}: {result}");
+    }
+    let refused = server.call(json!({ "query": "sort numbers", "mode": "semantic" }));
+    assert_eq!(
+        support::tool_error(&refused)["code"],
+        "ERR_PRISM_INDEX_UNSUPPORTED"
+    );
+    server.assert_serving();
+}

@@ -4,9 +4,8 @@
 //! could hold paths or anything else a worktree contains. The tool's own errors keep the tool's
 //! message, which the contract already fixes per case.
 
-use std::path::Path;
-
 use index_contract::{ErrorCode, IndexError};
+use repo_search_host::HostError;
 use serde_json::{Value, json};
 
 /// Why a command failed.
@@ -47,8 +46,6 @@ pub(crate) enum Failure {
     ServeUnavailable,
     /// Another `repo-search serve` already serves this index directory.
     ServerRunning,
-    /// A line sent to `repo-search serve` is not a request.
-    ServeRequest,
     /// `--backend` (or `REPO_SEARCH_BACKEND`) is missing where shared-index options need it, is
     /// not a `postgres://` URL, or `--tenant` / `--repo-id` is not a valid id.
     BackendUnusable,
@@ -69,7 +66,7 @@ pub(crate) enum Failure {
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
     /// A model file is there but cannot be used: `semantic` (or `--rerank`) is not served.
-    ModelDamaged(crate::host::ModelDamage),
+    ModelDamaged(repo_search_host::ModelDamage),
     /// The index could not be written: the device holding the index directory is full. Nothing
     /// committed was lost.
     DiskFull,
@@ -86,7 +83,6 @@ impl Failure {
             | Failure::NotAWorktree
             | Failure::Usage
             | Failure::ServerRunning
-            | Failure::ServeRequest
             | Failure::BackendUnusable
             | Failure::BackendReadOnly
             | Failure::BackendNotServed
@@ -144,10 +140,6 @@ impl Failure {
                 "the server could not lock or listen in the index directory"
             }
             Failure::ServerRunning => "another `repo-search serve` already serves this index",
-            Failure::ServeRequest => {
-                "the request is not one line of JSON of the serve protocol (`refresh`, `status` or \
-                 `search`), under 1 MiB"
-            }
             Failure::BackendUnusable => {
                 "the shared index is not usable: --backend (or REPO_SEARCH_BACKEND) is missing or \
                  not a postgres:// URL, or --tenant / --repo-id is not a valid id"
@@ -208,9 +200,6 @@ impl Failure {
             }
             Failure::ServerRunning => {
                 "use the running server (`repo-search search` asks it), or stop it first"
-            }
-            Failure::ServeRequest => {
-                "use `repo-search search`, which speaks the protocol (docs/cli.md, serve)"
             }
             Failure::BackendUnusable => {
                 "pass --backend postgres://user@host:port/database (the password in PGPASSWORD), \
@@ -338,9 +327,8 @@ fn refresh_message(code: ErrorCode) -> &'static str {
     }
 }
 
-impl From<crate::host::HostError> for Failure {
-    fn from(e: crate::host::HostError) -> Failure {
-        use crate::host::HostError;
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Failure {
         match e {
             HostError::MissingRoot => Failure::RootUnreadable,
             HostError::NotAWorktree => Failure::NotAWorktree,
@@ -350,19 +338,24 @@ impl From<crate::host::HostError> for Failure {
             HostError::IndexUnopenable => Failure::IndexUnopenable,
             HostError::IndexFailed => Failure::RefreshFailed(ErrorCode::Failed),
             HostError::Busy => Failure::RefreshFailed(ErrorCode::Timeout),
+            HostError::RefreshFailed(code) => Failure::RefreshFailed(code),
             HostError::DiskFull => Failure::DiskFull,
             HostError::RerankModelMissing => Failure::RerankModelMissing,
             HostError::ModelDamaged(damage) => Failure::ModelDamaged(damage),
             HostError::DeadlineUnusable => Failure::Usage,
+            HostError::Tool(e) => Failure::Tool(e),
+            HostError::SharedUnusable => Failure::BackendUnusable,
+            HostError::SharedUnreachable => Failure::BackendUnreachable,
+            HostError::SharedTimeout => Failure::BackendTimeout,
+            HostError::SharedFailed => Failure::BackendFailed,
+            HostError::SharedReadOnly => Failure::BackendReadOnly,
+            HostError::ServerGone => Failure::ServerGone,
+            HostError::ServeUnavailable => Failure::ServeUnavailable,
+            HostError::ServerRunning => Failure::ServerRunning,
+            // A variant a newer host adds is reported by its code alone.
+            e => Failure::RefreshFailed(e.code()),
         }
     }
-}
-
-/// A `--path` scope for an index query is held to the literal search's on-disk rule (its one
-/// home is `literal_search::check_scope_on_disk`), so that both modes give the same answer.
-pub(crate) fn check_scope_on_disk(root: &Path, scope: Option<&str>) -> Result<(), Failure> {
-    let scope = index_guard::Scope::parse(scope).map_err(Failure::Tool)?;
-    literal_search::check_scope_on_disk(root, &scope).map_err(Failure::Tool)
 }
 
 #[cfg(test)]
@@ -371,7 +364,6 @@ mod tests {
 
     #[test]
     fn every_host_error_keeps_a_code_and_a_fixed_message() {
-        use crate::host::HostError;
         for (e, code) in [
             (HostError::MissingRoot, ErrorCode::Unsupported),
             (HostError::NotAWorktree, ErrorCode::Unsupported),
@@ -385,7 +377,7 @@ mod tests {
             (HostError::RerankModelMissing, ErrorCode::Unsupported),
             (HostError::DeadlineUnusable, ErrorCode::Unsupported),
             (
-                HostError::ModelDamaged(crate::host::ModelDamage {
+                HostError::ModelDamaged(repo_search_host::ModelDamage {
                     file: "static-256.bin".into(),
                     defect: "it is cut short".into(),
                 }),

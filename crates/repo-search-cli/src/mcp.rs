@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, watch};
 
 use crate::failure::Failure;
-use crate::host::Host;
+use repo_search_host::{Host, Refresh};
 
 /// How long the server waits for the client's `roots/list` answer, and for a call to learn the
 /// roots, before it serves the directory it was started in.
@@ -188,11 +188,11 @@ fn error_result(failure: &Failure) -> CallToolResult {
 impl Server {
     /// The tool as listed for `host`, with a `root` argument when the client named several.
     fn tool(host: &Host, roots: Option<&[PathBuf]>) -> Tool {
-        let mut schema = match host.tool.schema() {
+        let mut schema = match host.tool().schema() {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        let mut description = host.tool.description();
+        let mut description = host.tool().description();
         if let Some(roots) = roots.filter(|r| r.len() > 1) {
             let names: Vec<Value> = roots
                 .iter()
@@ -214,7 +214,7 @@ impl Server {
             }
             description.push_str(" Pick the workspace root to search with `root`.");
         }
-        let output = match host.tool.output_schema() {
+        let output = match host.tool().output_schema() {
             Value::Object(m) => m,
             _ => Map::new(),
         };
@@ -257,7 +257,10 @@ impl Server {
     /// answers with the failure's own code and a fixed message.
     async fn call(&self, arguments: Value) -> CallToolResult {
         let answered = match self.route(arguments).await {
-            Ok((host, arguments)) => crate::answer(&host, &arguments).await,
+            Ok((host, arguments)) => host
+                .answer(&arguments, Refresh::First)
+                .await
+                .map_err(Failure::from),
             Err(failure) => Err(failure),
         };
         match answered {

@@ -25,18 +25,23 @@
 
 use std::path::PathBuf;
 
+mod backend;
 mod bm25;
 mod chunk;
+mod engine;
 mod model;
 mod model_file;
 pub mod rank;
+mod reranker;
 mod segment;
 mod statics;
 mod store;
 mod text;
 mod vector_log;
 
+pub use backend::CompositeBackend;
 pub use chunk::{Chunk, TARGET_BYTES, chunk_file, searched_text};
+pub use engine::SemanticEngine;
 pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use model_file::{
     BertConfig, Defect, MAX_CHECKSUM_BYTES, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN,
@@ -45,6 +50,7 @@ pub use model_file::{
     STATIC_HEADER, Safetensors, StaticHeader, TensorInfo,
 };
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
+pub use reranker::{KEPT_CHUNKS_LIMIT, KEPT_COVERAGE, KeptVectors, RerankPolicy};
 pub use segment::HASH_BYTES;
 pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings, preferred_file};
 pub use store::{

@@ -46,13 +46,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::signal::unix::{SignalKind, signal};
 
-use crate::failure::Failure;
-use crate::host::{self, Host};
+use crate::{Host, HostError};
 
 /// The socket's name in the index directory.
-pub(crate) const SOCKET: &str = "serve.sock";
+pub const SOCKET: &str = "serve.sock";
 
 /// The lock file's name in the index directory: whoever holds its lock is the server.
 const LOCK: &str = "serve.lock";
@@ -74,14 +72,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// How long a client waits for the server's hello after connecting. A live server sends it as it
 /// accepts; a stopped one never does.
-pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(300);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// How often a working server tells its client it is alive.
 const HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// How long a client waits for any line (a heartbeat or the reply) before it takes the server
 /// for gone and answers by itself.
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the server checks that its worktree, index directory and socket are still there.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(500);
@@ -109,7 +107,7 @@ struct Hello {
     protocol: u64,
     root: PathBuf,
     modes: Vec<SearchMode>,
-    /// What `semantic` is served with ([`host::semantic_setup`]), when it is.
+    /// What `semantic` is served with ([`crate::SemanticConfig::setup`]), when it is.
     #[serde(default)]
     semantic: Option<String>,
 }
@@ -151,46 +149,72 @@ fn socket_address(dir: &Path, dir_fd: &File) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}/{SOCKET}", dir_fd.as_raw_fd()))
 }
 
-/// Serves `host` (a watching host) on its index directory's socket until SIGTERM or SIGINT, or
-/// until the worktree, the index directory or the socket goes away.
-pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
-    let index_dir = host.index_dir.clone().ok_or(Failure::IndexDirUnusable)?;
-    let backend = host.backend.clone().ok_or(Failure::IndexUnopenable)?;
+/// What a server reports as it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServeEvent {
+    /// It listens on `socket` for the worktree at `root`.
+    Serving {
+        /// The worktree's canonical root.
+        root: PathBuf,
+        /// The socket's path.
+        socket: PathBuf,
+    },
+    /// It stopped, for the reason given, after answering `searches` searches.
+    Stopped {
+        /// Why: the reason `shutdown` gave, or that its worktree, index directory or socket
+        /// went away.
+        why: &'static str,
+        /// Searches answered.
+        searches: u64,
+    },
+}
+
+/// Serves `host` (a watching host on the embedded index) on its index directory's socket until
+/// `shutdown` completes (with the reason to report), or until the worktree, the index directory
+/// or the socket goes away. `events` hears when it listens and when it stops.
+///
+/// # Cancellation
+///
+/// Dropping the future stops the server without removing its socket, which the next server
+/// replaces (the lock dies with the process).
+pub async fn serve(
+    host: Host,
+    shutdown: impl Future<Output = &'static str>,
+    mut events: impl FnMut(ServeEvent),
+) -> Result<(), HostError> {
+    let index_dir = host
+        .index_dir()
+        .map(Path::to_path_buf)
+        .ok_or(HostError::IndexDirUnusable)?;
+    let backend = host.embedded_backend().ok_or(HostError::IndexUnopenable)?;
     let lock = search_profile::open_or_create_regular(&index_dir.join(LOCK))
-        .map_err(|_| Failure::ServeUnavailable)?;
+        .map_err(|_| HostError::ServeUnavailable)?;
     match lock.try_lock() {
         Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(Failure::ServerRunning),
-        Err(std::fs::TryLockError::Error(_)) => return Err(Failure::ServeUnavailable),
+        Err(std::fs::TryLockError::WouldBlock) => return Err(HostError::ServerRunning),
+        Err(std::fs::TryLockError::Error(_)) => return Err(HostError::ServeUnavailable),
     }
-    let (mut terminate, mut interrupt) = match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(t), Ok(i)) => (t, i),
-        _ => return Err(Failure::ServeUnavailable),
-    };
     // The first refresh walks the selection and arms the watcher, so that the first client does
     // not pay for it. A failure here is the first query's to report, not the server's.
     let _ = host.refresh(SearchMode::IndexedLiteral).await;
     let socket = index_dir.join(SOCKET);
-    let listener = bind_private(&index_dir).map_err(|_| Failure::ServeUnavailable)?;
+    let listener = bind_private(&index_dir).map_err(|_| HostError::ServeUnavailable)?;
+    let root = host.root().to_path_buf();
     let watched = [
-        (host.root.clone(), Identity::of(&host.root)),
+        (root.clone(), Identity::of(&root)),
         (index_dir.clone(), Identity::of(&index_dir)),
         (socket.clone(), Identity::of(&socket)),
     ];
     let bound = watched[2].1;
-    eprintln!(
-        "repo-search: serving {} on {}",
-        host.root.display(),
-        socket.display()
-    );
+    events(ServeEvent::Serving {
+        root: root.clone(),
+        socket: socket.clone(),
+    });
     let hello = json!({ "hello": Hello {
         protocol: PROTOCOL,
-        root: host.root.clone(),
-        modes: host.tool.modes().to_vec(),
-        semantic: host.semantic_setup.clone(),
+        root,
+        modes: host.tool().modes().to_vec(),
+        semantic: host.semantic_setup().map(str::to_owned),
     } })
     .to_string();
     let server = Arc::new(Served {
@@ -200,6 +224,7 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
         searches: AtomicU64::new(0),
     });
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
+    tokio::pin!(shutdown);
     let why = loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -209,8 +234,7 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
                     tokio::spawn(server.clone().connection(stream));
                 }
             }
-            _ = terminate.recv() => break "on SIGTERM",
-            _ = interrupt.recv() => break "on SIGINT",
+            why = &mut shutdown => break why,
             _ = watchdog.tick() => {
                 if watched.iter().any(|(path, id)| id.is_none() || Identity::of(path) != *id) {
                     break "because its worktree, index directory or socket went away";
@@ -224,10 +248,10 @@ pub(crate) async fn serve(host: Host) -> Result<(), Failure> {
         let _ = std::fs::remove_file(&socket);
     }
     drop(lock);
-    eprintln!(
-        "repo-search: stopped {why} after answering {} searches",
-        server.searches.load(Ordering::Relaxed)
-    );
+    events(ServeEvent::Stopped {
+        why,
+        searches: server.searches.load(Ordering::Relaxed),
+    });
     Ok(())
 }
 
@@ -320,7 +344,7 @@ impl Served {
         match request {
             Request::Refresh { mode } => match self.host.refresh(mode).await {
                 Ok(_) => json!({ "ok": null }),
-                Err(e) => error(Failure::from(e).code()),
+                Err(e) => error(e.code()),
             },
             Request::Status {} => match self.backend.status().await {
                 Ok(status) => json!({ "ok": status }),
@@ -344,7 +368,11 @@ fn error(code: ErrorCode) -> Value {
 
 /// The reply to a line that is not a request.
 fn refused() -> Value {
-    json!({ "error": Failure::ServeRequest.to_json() })
+    json!({ "error": {
+        "code": ErrorCode::Unsupported.as_str(),
+        "message": "the request is not one line of JSON of the serve protocol (`refresh`, \
+                    `status` or `search`), under 1 MiB",
+    } })
 }
 
 async fn send(write: &mut OwnedWriteHalf, line: &str) -> std::io::Result<()> {
@@ -549,20 +577,20 @@ fn read_reply(line: &[u8]) -> Option<Line> {
     Some(Line::Reply(Reply::Error(code)))
 }
 
-/// Connects to the server of the index `search` would use, if one runs for this worktree and
-/// answers the handshake in time: the worktree's canonical root and the server as a backend, or
-/// `None`, and the caller answers by itself. Any error
+/// Connects to the server of the index a host for `root` would use, if one runs for this
+/// worktree and answers the handshake in time: a host on the server's index, whose answers pass
+/// its own gates ([`Host::server_gone`] says when it stopped answering), or `None`, and the caller answers by itself. Any error
 /// here is the one-shot path's to report, in its own words. One exchange may take twice
 /// `deadline` (a refresh may wait that long for another writer before the search runs). The
 /// server serves `semantic` to this client only when it serves it with `semantic_setup`, the
-/// client's own ([`host::semantic_setup`]): the same model and re-rank policy.
-pub(crate) async fn connect(
+/// client's own ([`crate::SemanticConfig::setup`]): the same model and re-rank policy.
+pub async fn connect(
     root: &Path,
     index_dir: Option<&Path>,
     deadline: Duration,
     semantic_setup: Option<&str>,
-) -> Option<(PathBuf, Arc<ServedBackend>)> {
-    let (root, index_dir) = host::locate(root, index_dir).ok()?;
+) -> Option<Host> {
+    let (root, index_dir) = crate::locate::locate(root, index_dir).ok()?;
     let dir = File::open(&index_dir).ok()?;
     let address = socket_address(&index_dir, &dir);
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(address))
@@ -590,7 +618,7 @@ pub(crate) async fn connect(
             && hello.semantic.as_deref() == semantic_setup,
         patience: deadline.saturating_mul(2),
     });
-    Some((root, backend))
+    Host::on_server(root, backend, deadline).ok()
 }
 
 #[cfg(test)]

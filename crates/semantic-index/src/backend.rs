@@ -1,0 +1,101 @@
+//! The trigram index and the semantic store behind one [`RepositoryIndexBackend`] that
+//! declares `capabilities.semantic`: `semantic` requests go to the store, every other request
+//! to the embedded index, and every update to both.
+
+use std::sync::Arc;
+
+use embedded_index::EmbeddedIndex;
+use index_contract::{
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+};
+
+use crate::engine::SemanticEngine;
+
+/// The embedded index and the semantic store as one backend.
+pub struct CompositeBackend {
+    /// The trigram index, which answers every mode but `semantic` and whose committed snapshot
+    /// the store follows.
+    pub index: Arc<EmbeddedIndex>,
+    /// The semantic engine, which answers `semantic`.
+    pub semantic: Arc<SemanticEngine>,
+}
+
+impl CompositeBackend {
+    pub(crate) fn catch_up(&self) -> Result<(), BackendError> {
+        self.semantic.catch_up(&self.index, None)?;
+        Ok(())
+    }
+}
+
+impl RepositoryIndexBackend for CompositeBackend {
+    fn capabilities(&self) -> BackendCapabilities {
+        BackendCapabilities {
+            semantic: true,
+            ..self.index.capabilities()
+        }
+    }
+
+    /// One update covers both: the embedded index commits, then the store catches up to it.
+    fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.index.update(request).await?;
+            self.catch_up()
+        })
+    }
+
+    fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.index.remove(request).await?;
+            self.catch_up()
+        })
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        if request.mode != SearchMode::Semantic {
+            return self.index.search(request);
+        }
+        Box::pin(async move {
+            let (status, digest, unservable) = self.index.committed_status();
+            let ready = status.state == IndexState::Ready;
+            let root = self.index.root();
+            let answer = self
+                .semantic
+                .search(&request, status, digest, &unservable, None, root)?;
+            if !(ready && answer.status.state == IndexState::Stale) {
+                return Ok(answer);
+            }
+            // The store lags the index's newest commit: this process died before it caught up,
+            // or (agents call tools in parallel) another process committed a newer view of the
+            // worktree after this host caught the store up, or caught the store up to its own
+            // older view. Catch up to the newest commit and answer from exactly the store
+            // version and index status of that commit. A stale store is never served. (On this
+            // thread, as `update` catches up: usually a few files, and `block_in_place` would
+            // panic on a current-thread runtime.)
+            let pinned = self.semantic.catch_up_pinned(&self.index, None);
+            match pinned {
+                Ok((Some(p), _)) => self.semantic.search(
+                    &request,
+                    p.status,
+                    p.digest,
+                    &p.unservable,
+                    Some(p.store),
+                    root,
+                ),
+                Ok((None, _)) => Ok(answer),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        self.index.status()
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.index.dispose()
+    }
+}

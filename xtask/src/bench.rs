@@ -646,7 +646,7 @@ fn semantic_vs_trigram(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
 }
 
 /// The PostgreSQL backend (`pg_probe`, in a throwaway `pg_virtualenv` cluster) beside the
-/// embedded index (`index-bench`) and `rg` on the Linux corpus, against issue 16's targets.
+/// embedded index (`index-bench`) and `rg` on the Linux corpus, against the shared index's targets.
 fn postgres_vs_embedded() -> Result<(), String> {
     let dir = corpus::linux()?;
     ci::ripgrep()?;

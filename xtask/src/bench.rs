@@ -108,13 +108,13 @@ fn literal_vs_rg(bin: &Path) -> Result<(), String> {
     } else {
         eprintln!("(the Linux corpus is not prepared: `cargo xtask corpus linux` adds it)");
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "\nliteral search vs rg -F, {cores} cores, wall time per process, median of 11 (alternating)"
-    );
-    println!(
-        "{:<32} {:<28} {:>8} {:>10} {:>10} {:>7}",
-        "corpus", "query", "lines", "ours ms", "rg ms", "ratio"
+    let cores = cores();
+    let mut table = Table::new(
+        format!(
+            "literal search vs rg -F, {cores} cores, wall time per process, median of 11 (alternating)"
+        ),
+        2,
+        &["corpus", "query", "lines", "ours ms", "rg ms", "ratio"],
     );
     for (name, dir, queries) in corpora {
         for q in queries {
@@ -152,12 +152,17 @@ fn literal_vs_rg(bin: &Path) -> Result<(), String> {
                 theirs.push(tr);
             }
             let (o, r) = (median(ours), median(theirs));
-            println!(
-                "{name:<32} {q:<28} {lines:>8} {o:>10.1} {r:>10.1} {:>7.3}",
-                o / r
-            );
+            table.row([
+                name.into(),
+                q.into(),
+                lines,
+                fixed(o, 1),
+                fixed(r, 1),
+                ratio(o, r),
+            ]);
         }
     }
+    table.print();
     println!("(lines: ours/rg; ours stops at the 10 000 hard cap, rg prints every line)");
     Ok(())
 }
@@ -336,29 +341,29 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         "mcp-probe",
     )?;
     let mcp_field = |name: &str| json_number(&mcp, name);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("\nembedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run");
-    println!(
-        "{:<44} {:>12} {:>12} {:>8}",
-        "figure", "ours", "peer", "ratio"
+    let cores = cores();
+    let mut table = Table::new(
+        format!("embedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run"),
+        1,
+        &["figure", "ours", "peer", "ratio"],
     );
-    let row =
-        |name: &str, o: f64, p: f64| println!("{name:<44} {o:>12.1} {p:>12.1} {:>8.3}", o / p);
-    row(
+    table.row(compared(
         "whole build, ms (peer: cindex)",
         field("build_ms"),
         cindex_ms,
-    );
-    row(
+    ));
+    table.row(compared(
         "index size, MB (peer: cindex)",
         field("index_bytes") / 1e6,
         cindex_bytes as f64 / 1e6,
-    );
-    println!(
-        "{:<44} {:>11.2}%",
-        "index size / corpus",
-        100.0 * field("index_bytes") / field("corpus_bytes")
-    );
+    ));
+    table.row([
+        "index size / corpus".into(),
+        format!(
+            "{:.2}%",
+            100.0 * field("index_bytes") / field("corpus_bytes")
+        ),
+    ]);
     for (q, cs, r) in &peers {
         // The regex row has no fixed string: rg runs it as a regex, without `-F`.
         let (q, rg_flags) = if q.is_empty() {
@@ -366,117 +371,99 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         } else {
             (*q, "-F -l")
         };
-        println!(
-            "{:<44} {:>12} {:>12.1} {:>8}",
-            format!("csearch -l {q}, process ms"),
-            "",
-            cs,
-            ""
-        );
-        println!(
-            "{:<44} {:>12} {:>12.1} {:>8}",
-            format!("rg {rg_flags} {q}, process ms"),
-            "",
-            r,
-            ""
-        );
+        let peer_alone = |name: String, ms: f64| [name, String::new(), fixed(ms, 1)];
+        table.row(peer_alone(format!("csearch -l {q}, process ms"), *cs));
+        table.row(peer_alone(format!("rg {rg_flags} {q}, process ms"), *r));
     }
-    row(
+    table.row(compared(
         "rare query p50, ms, in-process (peer: csearch)",
         field("rare_p50_ms"),
         peers[0].1,
-    );
-    row(
+    ));
+    table.row(compared(
         "common query p95, ms, cap 1000 (peer: csearch)",
         field("common_p95_ms"),
         peers[1].1,
-    );
-    row(
+    ));
+    table.row(compared(
         "selective regex p50, ms, in-process (peer: csearch)",
         field("regex_p50_ms"),
         peers[2].1,
-    );
-    row(
+    ));
+    table.row(compared(
         "selective regex p95, ms, in-process (peer: csearch)",
         field("regex_p95_ms"),
         peers[2].1,
-    );
-    row(
+    ));
+    table.row(compared(
         "selective regex p95, ms, in-process (peer: rg -l)",
         field("regex_p95_ms"),
         peers[2].2,
-    );
-    row(
+    ));
+    table.row(compared(
         "repo-search search, process, rare (peer: rg -l)",
         cli_times[0],
         peers[0].2,
-    );
-    row(
+    ));
+    table.row(compared(
         "repo-search search, process, common (peer: rg -l)",
         cli_times[1],
         peers[1].2,
-    );
-    row(
+    ));
+    table.row(compared(
         "repo-search search, process, rare (peer: csearch)",
         cli_times[0],
         peers[0].1,
-    );
-    row(
+    ));
+    table.row(compared(
         "search via running serve, rare (peer: csearch)",
         served_ms,
         peers[0].1,
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "MCP indexed_literal, nothing changed, p50 ms",
-        mcp_field("unchanged_p50_ms")
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "MCP indexed_literal, nothing changed, p95 ms",
-        mcp_field("unchanged_p95_ms")
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "MCP indexed_literal after a write, p50 ms",
-        mcp_field("after_write_p50_ms")
-    );
-    println!(
-        "{:<44} {:>12.0}",
-        "MCP writes missed (must be 0)",
-        mcp_field("after_write_misses")
-    );
+    ));
+    for (name, key) in [
+        (
+            "MCP indexed_literal, nothing changed, p50 ms",
+            "unchanged_p50_ms",
+        ),
+        (
+            "MCP indexed_literal, nothing changed, p95 ms",
+            "unchanged_p95_ms",
+        ),
+        (
+            "MCP indexed_literal after a write, p50 ms",
+            "after_write_p50_ms",
+        ),
+    ] {
+        table.row([name.into(), fixed(mcp_field(key), 1)]);
+    }
+    table.row([
+        "MCP writes missed (must be 0)".into(),
+        fixed(mcp_field("after_write_misses"), 0),
+    ]);
     // The peers of the MCP call ran in turn with it, in the probe.
-    row(
+    table.row(compared(
         "MCP literal call, p50 ms (peer: rg -l)",
         mcp_field("literal_p50_ms"),
         mcp_field("rg_l_p50_ms"),
-    );
-    row(
+    ));
+    table.row(compared(
         "MCP literal call, p50 ms (peer: rg -n)",
         mcp_field("literal_p50_ms"),
         mcp_field("rg_n_p50_ms"),
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "repo-search first use (full build), ms", first
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "apply 1000 changed files, ms",
-        field("apply_1000_ms")
-    );
-    println!("{:<44} {:>12.1}", "reopen, ms", field("reopen_ms"));
-    println!(
-        "{:<44} {:>12.1}",
-        "build peak heap, MiB",
-        field("build_peak_heap_mib")
-    );
-    println!(
-        "{:<44} {:>12.1}",
-        "query peak heap, MiB",
-        field("query_peak_heap_mib")
-    );
+    ));
+    table.row([
+        "repo-search first use (full build), ms".into(),
+        fixed(first, 1),
+    ]);
+    for (name, key) in [
+        ("apply 1000 changed files, ms", "apply_1000_ms"),
+        ("reopen, ms", "reopen_ms"),
+        ("build peak heap, MiB", "build_peak_heap_mib"),
+        ("query peak heap, MiB", "query_peak_heap_mib"),
+    ] {
+        table.row([name.into(), fixed(field(key), 1)]);
+    }
+    table.print();
     println!("raw: {}", ours.trim());
     println!("raw mcp: {}", mcp.trim());
     Ok(())
@@ -564,81 +551,102 @@ fn semantic_vs_trigram(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
         "semantic-probe",
     )?;
     let field = |name: &str| json_number(&probe, name);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("\nsemantic store vs trigram index, {name}, {cores} cores, one run");
-    println!(
-        "{:<52} {:>12} {:>12} {:>8}",
-        "figure", "semantic", "trigram", "ratio"
+    let cores = cores();
+    let mut table = Table::new(
+        format!("semantic store vs trigram index, {name}, {cores} cores, one run"),
+        1,
+        &["figure", "semantic", "trigram", "ratio"],
     );
-    let row =
-        |name: &str, o: f64, p: f64| println!("{name:<52} {o:>12.1} {p:>12.1} {:>8.3}", o / p);
-    row(
+    table.row(compared(
         "full index, s (semantic: both indexes, one command)",
         both_ms / 1000.0,
         trigram_ms / 1000.0,
-    );
-    match kept_s {
-        Some(s) => println!("{:<52} {s:>12.1}", "then MiniLM's vector of every chunk, s"),
-        None => println!(
-            "{:<52} {:>12}",
-            "then MiniLM's vector of every chunk, s", "too many chunks: not kept"
-        ),
-    }
+    ));
+    table.row([
+        "then MiniLM's vector of every chunk, s".into(),
+        kept_s.map_or_else(|| "too many chunks: not kept".into(), |s| fixed(s, 1)),
+    ]);
     let share = |b: u64| b as f64 / corpus_bytes.max(1) as f64;
-    println!(
-        "{:<52} {:>12.3} {:>12.3} {:>8.3}",
-        "index size / corpus",
-        share(semantic_bytes),
-        share(trigram_bytes),
-        share(semantic_bytes) / share(trigram_bytes).max(f64::MIN_POSITIVE)
-    );
-    println!(
-        "{:<52} {:>12.3}",
-        "kept MiniLM vectors / corpus",
-        share(kept_bytes)
-    );
-    row(
+    table.row([
+        "index size / corpus".into(),
+        fixed(share(semantic_bytes), 3),
+        fixed(share(trigram_bytes), 3),
+        ratio(
+            share(semantic_bytes),
+            share(trigram_bytes).max(f64::MIN_POSITIVE),
+        ),
+    ]);
+    table.row([
+        "kept MiniLM vectors / corpus".into(),
+        fixed(share(kept_bytes), 3),
+    ]);
+    table.row(compared(
         "warm query p50, ms (trigram: common identifiers)",
         field("semantic_p50_ms"),
         field("indexed_p50_ms"),
-    );
-    row(
+    ));
+    table.row(compared(
         "warm query p95, ms",
         field("semantic_p95_ms"),
         field("indexed_p95_ms"),
-    );
-    println!(
-        "{:<52} {:>12.1} (p95 {:.1})",
-        "warm query p50, ms, hybrid only (--rerank=never)",
-        field("hybrid_p50_ms"),
-        field("hybrid_p95_ms")
-    );
-    println!(
-        "{:<52} {:>12.1}",
-        "first semantic call of a new server, ms",
-        field("first_call_ms")
-    );
-    println!(
-        "{:<52} {:>12.1} (max {:.1}, {} of 7 missed the write)",
-        "write a file, then a semantic call, p50 ms",
-        field("after_write_p50_ms"),
-        field("after_write_max_ms"),
-        field("after_write_misses")
-    );
-    println!(
-        "{:<52} {:>12.1} (max {:.1}; chunks cached: {:.1}; kept, next server: {:.1})",
-        "--rerank, cold chunk cache, p50 ms",
-        field("rerank_cold_p50_ms"),
-        field("rerank_cold_max_ms"),
-        field("rerank_cached_p50_ms"),
-        field("rerank_kept_p50_ms")
-    );
+    ));
+    for (name, key, digits) in [
+        (
+            "warm query p50, ms, hybrid only (--rerank=never)",
+            "hybrid_p50_ms",
+            1,
+        ),
+        (
+            "warm query p95, ms, hybrid only (--rerank=never)",
+            "hybrid_p95_ms",
+            1,
+        ),
+        (
+            "first semantic call of a new server, ms",
+            "first_call_ms",
+            1,
+        ),
+        (
+            "write a file, then a semantic call, p50 ms",
+            "after_write_p50_ms",
+            1,
+        ),
+        (
+            "write a file, then a semantic call, max ms",
+            "after_write_max_ms",
+            1,
+        ),
+        (
+            "semantic calls that missed the write, of 7",
+            "after_write_misses",
+            0,
+        ),
+        (
+            "--rerank, cold chunk cache, p50 ms",
+            "rerank_cold_p50_ms",
+            1,
+        ),
+        (
+            "--rerank, cold chunk cache, max ms",
+            "rerank_cold_max_ms",
+            1,
+        ),
+        ("--rerank, chunks cached, p50 ms", "rerank_cached_p50_ms", 1),
+        (
+            "--rerank, kept vectors, next server, p50 ms",
+            "rerank_kept_p50_ms",
+            1,
+        ),
+    ] {
+        table.row([name.into(), fixed(field(key), digits)]);
+    }
+    table.print();
     println!("raw: {}", probe.trim());
     Ok(())
 }
 
 /// The PostgreSQL backend (`pg_probe`, in a throwaway `pg_virtualenv` cluster) beside the
-/// embedded index (`index-bench`) and `rg` on the Linux corpus, against issue 16's targets.
+/// embedded index (`index-bench`) and `rg` on the Linux corpus, against the shared index's targets.
 fn postgres_vs_embedded() -> Result<(), String> {
     let dir = corpus::linux()?;
     ci::ripgrep()?;
@@ -699,46 +707,35 @@ fn postgres_vs_embedded() -> Result<(), String> {
     )?;
     let e = |name: &str| json_number(&embedded, name);
     let p = |name: &str| json_number(&pg, name);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "\nPostgreSQL backend vs embedded index and rg, Linux 6.12, {cores} cores, one run ({:.0} s)",
-        started.elapsed().as_secs_f64()
+    let cores = cores();
+    let mut table = Table::new(
+        format!(
+            "PostgreSQL backend vs embedded index and rg, Linux 6.12, {cores} cores, one run ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        ),
+        1,
+        &[
+            "figure", "postgres", "embedded", "rg", "/embed", "/rg", "target", "met",
+        ],
     );
-    println!(
-        "{:<40} {:>10} {:>10} {:>10} {:>8} {:>8} {:>12} {:>4}",
-        "figure", "postgres", "embedded", "rg", "/embed", "/rg", "target", "met"
-    );
-    let row = |name: &str, ours: f64, emb: f64, rg: f64, target: &str, met: Option<bool>| {
-        let ratio = |x: f64| {
-            if x.is_nan() {
-                String::new()
-            } else {
-                format!("{:.3}", ours / x)
-            }
-        };
+    let mut row = |name: &str, ours: f64, emb: f64, rg: f64, target: &str, met: Option<bool>| {
         // Ratios to the corpus are below 1: they need more digits than milliseconds.
-        let show = |x: f64| {
-            if x.is_nan() {
-                String::new()
-            } else if x.abs() < 1.0 {
-                format!("{x:.3}")
-            } else {
-                format!("{x:.1}")
-            }
-        };
+        let show = |x: f64| fixed(x, if x.abs() < 1.0 { 3 } else { 1 });
         let met = match met {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "",
         };
-        println!(
-            "{name:<40} {:>10} {:>10} {:>10} {:>8} {:>8} {target:>12} {met:>4}",
+        table.row([
+            name.into(),
             show(ours),
             show(emb),
             show(rg),
-            ratio(emb),
-            ratio(rg)
-        );
+            ratio(ours, emb),
+            ratio(ours, rg),
+            target.into(),
+            met.into(),
+        ]);
     };
     let n = f64::NAN;
     let corpus = p("corpus_bytes");
@@ -846,6 +843,7 @@ fn postgres_vs_embedded() -> Result<(), String> {
         "0",
         Some(p("rg_differing_queries") == 0.0 && p("rg_checked_queries") > 0.0),
     );
+    table.print();
     println!("raw postgres: {}", pg.trim());
     println!("raw embedded: {}", embedded.trim());
     Ok(())
@@ -873,9 +871,123 @@ fn json_number(text: &str, name: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The cores this machine offers, as every table's title states them.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A table of figures, the one way `cargo xtask bench` prints them: a title, a header and rows.
+/// The first `labels` columns are labels, left-aligned; the others are figures, right-aligned.
+/// Each column is as wide as its widest cell, so that a long label never pushes its row's figures
+/// out of line. A row may leave its last cells out.
+struct Table {
+    title: String,
+    labels: usize,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(title: String, labels: usize, header: &[&str]) -> Table {
+        Table {
+            title,
+            labels,
+            rows: vec![header.iter().map(|h| (*h).to_owned()).collect()],
+        }
+    }
+
+    fn row<const N: usize>(&mut self, cells: [String; N]) {
+        self.rows.push(cells.into());
+    }
+
+    /// The table as text: a blank line, the title, then one line per row, each without trailing
+    /// blanks.
+    fn render(&self) -> String {
+        let mut widths = Vec::new();
+        for row in &self.rows {
+            widths.resize(widths.len().max(row.len()), 0);
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let mut out = format!("\n{}\n", self.title);
+        for row in &self.rows {
+            let mut line = String::new();
+            for (i, (cell, &w)) in row.iter().zip(&widths).enumerate() {
+                if i > 0 {
+                    line.push(' ');
+                }
+                if i < self.labels {
+                    line.push_str(&format!("{cell:<w$}"));
+                } else {
+                    line.push_str(&format!("{cell:>w$}"));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+
+    fn print(&self) {
+        print!("{}", self.render());
+    }
+}
+
+/// `x` with `digits` decimals; blank when the figure is missing (NaN).
+fn fixed(x: f64, digits: usize) -> String {
+    if x.is_nan() {
+        String::new()
+    } else {
+        format!("{x:.digits$}")
+    }
+}
+
+/// `ours / peer` with three decimals; blank when either figure is missing.
+fn ratio(ours: f64, peer: f64) -> String {
+    fixed(ours / peer, 3)
+}
+
+/// A row of a figure beside its peer's: the label, both figures and their ratio.
+fn compared(name: &str, ours: f64, peer: f64) -> [String; 4] {
+    [
+        name.into(),
+        fixed(ours, 1),
+        fixed(peer, 1),
+        ratio(ours, peer),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
-    use super::json_number;
+    use super::{Table, fixed, json_number, ratio};
+
+    #[test]
+    fn tables_fit_each_column_to_its_widest_cell() {
+        let mut table = Table::new(
+            "peers, 2 cores".into(),
+            2,
+            &["corpus", "query", "ours ms", "ratio"],
+        );
+        table.row([
+            "generated".into(),
+            "a".into(),
+            fixed(5.4, 1),
+            ratio(1.0, 3.0),
+        ]);
+        table.row(["linux 6.12".into(), "EXPORT(".into(), fixed(f64::NAN, 1)]);
+        table.row([
+            "x".into(),
+            "a label wider than its header".into(),
+            fixed(1234.5, 1),
+            ratio(2.0, f64::NAN),
+        ]);
+        let expected = "\npeers, 2 cores\n\
+            corpus     query                         ours ms ratio\n\
+            generated  a                                 5.4 0.333\n\
+            linux 6.12 EXPORT(\n\
+            x          a label wider than its header  1234.5\n";
+        assert_eq!(table.render(), expected);
+    }
 
     #[test]
     fn probe_numbers_are_read_by_name() {

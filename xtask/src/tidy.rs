@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 /// The files of a workspace: every path (repo-relative, `/`-separated), with the text of the
-/// Rust and Markdown ones.
+/// Rust and Markdown files and of the `Cargo.toml` manifests.
 struct Workspace {
     files: BTreeMap<String, String>,
     dirs: BTreeSet<String>,
@@ -80,11 +80,12 @@ fn workspace() -> &'static Workspace {
             if !full.is_file() {
                 continue;
             }
-            let text = if path.ends_with(".rs") || path.ends_with(".md") {
-                std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
-            } else {
-                String::new()
-            };
+            let text =
+                if path.ends_with(".rs") || path.ends_with(".md") || path.ends_with("Cargo.toml") {
+                    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
+                } else {
+                    String::new()
+                };
             files.insert(path, text);
         }
         Workspace::new(files)
@@ -151,6 +152,32 @@ fn segment_magic_doc_matches_code() {
     report(
         "a documented magic disagrees with `const MAGIC`",
         magic_docs_that_disagree(workspace()),
+    );
+}
+
+#[test]
+fn terminal_and_protocol_crates_only_in_the_cli() {
+    report(
+        "a crate other than repo-search-cli depends on clap, rmcp or indicatif (the libraries are \
+         shared by every transport; terminal and protocol code stays in the binary)",
+        cli_only_dependencies_elsewhere(workspace()),
+    );
+}
+
+#[test]
+fn internal_dependencies_go_through_the_workspace_table() {
+    report(
+        "a workspace crate depends on another by path or version (use `name.workspace = true` \
+         and list it in the root's `[workspace.dependencies]`)",
+        internal_dependencies_outside_the_workspace_table(workspace()),
+    );
+}
+
+#[test]
+fn docs_carry_no_development_history() {
+    report(
+        "a doc tells the project's history (docs say what is and why; history lives in git)",
+        development_history_in_docs(workspace()),
     );
 }
 
@@ -579,6 +606,303 @@ fn path_includes_across_packages(ws: &Workspace) -> Vec<String> {
     offenders
 }
 
+// ----------------------------------------------------------------------------------------------
+// Manifests.
+
+/// The dependencies only the binary may have, each with the crates of its family (`clap_complete`).
+const CLI_ONLY: &[&str] = &["clap", "rmcp", "indicatif"];
+
+/// The manifest whose package may depend on [`CLI_ONLY`].
+const CLI_MANIFEST: &str = "crates/repo-search-cli/Cargo.toml";
+
+/// One entry of a manifest's dependency table (`[dependencies]`, `[dev-dependencies]`,
+/// `[build-dependencies]`, and their `[target.….dependencies]` forms), in any of TOML's shapes:
+/// `name = "1"`, `name = { … }`, `name.key = …` or a `[dependencies.name]` table.
+#[derive(Debug, Default)]
+struct Dependency {
+    line: usize,
+    key: String,
+    /// The crate it renames (`package = "…"`).
+    package: Option<String>,
+    /// Whether it goes through `[workspace.dependencies]` (`workspace = true`).
+    workspace: bool,
+    /// Whether it names a `path`.
+    path: bool,
+}
+
+impl Dependency {
+    fn crate_name(&self) -> &str {
+        self.package.as_deref().unwrap_or(&self.key)
+    }
+
+    fn set(&mut self, key: &str, value: &str) {
+        match key.trim() {
+            "workspace" => self.workspace = value.trim() == "true",
+            "path" => self.path = true,
+            "package" => self.package = Some(value.trim().trim_matches('"').to_owned()),
+            _ => {}
+        }
+    }
+}
+
+/// A manifest line without its comment (a `#` outside a string).
+fn without_comment(line: &str) -> &str {
+    let mut quote = None;
+    for (i, c) in line.char_indices() {
+        match (c, quote) {
+            ('"' | '\'', None) => quote = Some(c),
+            (c, Some(q)) if c == q => quote = None,
+            ('#', None) => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// Every dependency a manifest's package declares. `[workspace.dependencies]` declares what
+/// members may use and is not read.
+fn dependencies(manifest: &str) -> Vec<Dependency> {
+    let mut out: Vec<Dependency> = Vec::new();
+    // Outside a dependency table: None; in a list of them: Some(None); in one dependency's own
+    // table: Some(Some(its index in `out`)).
+    let mut table: Option<Option<usize>> = None;
+    // Where the current table's entries start in `out`.
+    let mut section = 0;
+    for (i, raw) in manifest.lines().enumerate() {
+        let line = without_comment(raw).trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_matches(|c| c == '[' || c == ']');
+            let parts: Vec<&str> = header.split('.').map(str::trim).collect();
+            let is_list = |p: &str| {
+                matches!(
+                    p,
+                    "dependencies" | "dev-dependencies" | "build-dependencies"
+                )
+            };
+            let of_package = parts.first() != Some(&"workspace");
+            section = out.len();
+            table = match parts.as_slice() {
+                [.., last] if of_package && is_list(last) => Some(None),
+                [.., list, name] if of_package && is_list(list) => {
+                    out.push(Dependency {
+                        line: i + 1,
+                        key: name.trim_matches('"').to_owned(),
+                        ..Dependency::default()
+                    });
+                    Some(Some(out.len() - 1))
+                }
+                _ => None,
+            };
+            continue;
+        }
+        let (Some(table), Some((key, value))) = (table, line.split_once('=')) else {
+            continue;
+        };
+        if let Some(own) = table {
+            out[own].set(key, value);
+            continue;
+        }
+        let (name, attribute) = match key.split_once('.') {
+            Some((name, attribute)) => (name.trim().trim_matches('"'), Some(attribute)),
+            None => (key.trim().trim_matches('"'), None),
+        };
+        // `name.key = …` lines add to the entry of that name in the same table.
+        let earlier = attribute.and(out[section..].iter().rposition(|d| d.key == name));
+        let at = match earlier {
+            Some(at) => section + at,
+            None => {
+                out.push(Dependency {
+                    line: i + 1,
+                    key: name.to_owned(),
+                    ..Dependency::default()
+                });
+                out.len() - 1
+            }
+        };
+        match attribute {
+            Some(attribute) => out[at].set(attribute, value),
+            // `{ path = "…", workspace = true, features = ["a", "b"] }`: a feature list's
+            // commas cut it into pieces without `=`, which set nothing.
+            None => {
+                if let Some(inline) = value.trim().strip_prefix('{') {
+                    let inline = inline.trim_end_matches('}');
+                    for (k, v) in inline.split(',').filter_map(|piece| piece.split_once('=')) {
+                        out[at].set(k, v);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `name` is `family` or one of its crates (`clap_complete`, `rmcp-macros`).
+fn of_family(name: &str, family: &str) -> bool {
+    name.strip_prefix(family)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['_', '-']))
+}
+
+fn cli_only_dependencies_elsewhere(ws: &Workspace) -> Vec<String> {
+    let mut offenders = Vec::new();
+    for (path, text) in &ws.files {
+        if !(path == "Cargo.toml" || path.ends_with("/Cargo.toml")) || path == CLI_MANIFEST {
+            continue;
+        }
+        for d in dependencies(text) {
+            if CLI_ONLY.iter().any(|f| of_family(d.crate_name(), f)) {
+                offenders.push(format!("{path}:{}: depends on {}", d.line, d.crate_name()));
+            }
+        }
+    }
+    offenders
+}
+
+/// The root's `[workspace] members`, as manifest paths (a trailing `/*` is expanded), and the
+/// root itself when it is a package.
+fn member_manifests(ws: &Workspace) -> Vec<String> {
+    let root = ws.files.get("Cargo.toml").map_or("", String::as_str);
+    let mut manifests = Vec::new();
+    if root
+        .lines()
+        .any(|l| without_comment(l).trim() == "[package]")
+    {
+        manifests.push("Cargo.toml".to_owned());
+    }
+    // From the `members = [` line to the first `]`.
+    let list: Vec<&str> = root
+        .lines()
+        .map(without_comment)
+        .skip_while(|l| !l.trim_start().starts_with("members"))
+        .collect();
+    let list = list.join("\n");
+    let list = list.split(']').next().unwrap_or("");
+    for member in list.split([',', '\n']) {
+        let Some(member) = member.split('"').nth(1) else {
+            continue;
+        };
+        if let Some(parent) = member.strip_suffix("/*") {
+            let prefix = format!("{parent}/");
+            manifests.extend(
+                ws.files
+                    .keys()
+                    .filter(|p| {
+                        p.strip_prefix(&prefix)
+                            .and_then(|rest| rest.strip_suffix("/Cargo.toml"))
+                            .is_some_and(|dir| !dir.contains('/'))
+                    })
+                    .cloned(),
+            );
+        } else {
+            manifests.push(format!("{member}/Cargo.toml"));
+        }
+    }
+    manifests
+}
+
+/// The `name` of a manifest's `[package]`.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(|l| without_comment(l).trim()) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package
+            && let Some((key, value)) = line.split_once('=')
+            && key.trim() == "name"
+        {
+            return Some(value.trim().trim_matches('"').to_owned());
+        }
+    }
+    None
+}
+
+fn internal_dependencies_outside_the_workspace_table(ws: &Workspace) -> Vec<String> {
+    let members = member_manifests(ws);
+    let internal: BTreeSet<String> = members
+        .iter()
+        .filter_map(|m| ws.files.get(m).and_then(|t| package_name(t)))
+        .collect();
+    let mut offenders = Vec::new();
+    for manifest in &members {
+        let Some(text) = ws.files.get(manifest) else {
+            continue;
+        };
+        for d in dependencies(text) {
+            let by_path = d.path;
+            if (by_path || internal.contains(d.crate_name())) && !d.workspace {
+                offenders.push(format!(
+                    "{manifest}:{}: `{}` {}",
+                    d.line,
+                    d.key,
+                    if by_path { "by path" } else { "by version" }
+                ));
+            }
+        }
+    }
+    offenders
+}
+
+// ----------------------------------------------------------------------------------------------
+// Development history.
+
+// Phrases that tell how the project got here rather than what it is: an issue or a session named
+// by its number, "the issue", and a session or slice (a round of work) named by its place in the
+// project's history. Whole words, any case, across line breaks; a word is a run of letters and
+// digits, so "issue #15", "session-7" and "the issue's" match too. Plain comments are not docs
+// and are not read.
+const NUMBERED: &[&str] = &["issue", "issues", "session", "sessions"];
+const ROUNDS: &[&str] = &["session", "sessions", "slice", "slices"];
+const PLACES: &[&str] = &[
+    "this", "that", "last", "previous", "next", "earlier", "later", "first", "second", "third",
+];
+
+/// The text of every doc, word by word with its line: each Markdown file, and the `//!` and
+/// `///` lines of each Rust file.
+fn doc_words(ws: &Workspace) -> Vec<(&str, Vec<(usize, String)>)> {
+    let mut docs = Vec::new();
+    for (path, text) in &ws.files {
+        let rust = path.ends_with(".rs");
+        if !rust && !path.ends_with(".md") {
+            continue;
+        }
+        let mut words = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let doc = if rust {
+                let t = line.trim_start();
+                match t.strip_prefix("//!").or_else(|| t.strip_prefix("///")) {
+                    Some(doc) => doc,
+                    None => continue,
+                }
+            } else {
+                line
+            };
+            words.extend(
+                doc.split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .map(|w| (i + 1, w.to_lowercase())),
+            );
+        }
+        docs.push((path.as_str(), words));
+    }
+    docs
+}
+
+fn development_history_in_docs(ws: &Workspace) -> Vec<String> {
+    let mut offenders = Vec::new();
+    for (path, words) in doc_words(ws) {
+        for pair in words.windows(2) {
+            let [(line, a), (_, b)] = pair else { continue };
+            let (a, b) = (a.as_str(), b.as_str());
+            let history = (NUMBERED.contains(&a) && b.bytes().all(|c| c.is_ascii_digit()))
+                || (a == "the" && b == "issue")
+                || (PLACES.contains(&a) && ROUNDS.contains(&b));
+            if history {
+                offenders.push(format!("{path}:{line}: \"{a} {b}\""));
+            }
+        }
+    }
+    offenders
+}
+
 /// Files with a `const MAGIC` byte string: every `//!` line that mentions a magic and quotes a
 /// string must quote the same bytes.
 fn magic_docs_that_disagree(ws: &Workspace) -> Vec<String> {
@@ -664,14 +988,28 @@ fn made_up(files: &[(&str, &str)]) -> Workspace {
 /// A small workspace in the real one's shape, to which a case adds one file.
 fn base() -> Vec<(&'static str, &'static str)> {
     vec![
-        ("Cargo.toml", ""),
-        ("crates/index-guard/Cargo.toml", ""),
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\n    \"crates/index-guard\",\n    \"crates/repo-search-tool\",\n]\n\n\
+             [workspace.dependencies]\nindex-guard = { path = \"crates/index-guard\" }\nclap = \"4\"\n",
+        ),
+        (
+            "crates/index-guard/Cargo.toml",
+            "[package]\nname = \"index-guard\"\n",
+        ),
         ("crates/index-guard/src/lib.rs", "//! Guard.\n"),
         (
             "crates/index-guard/tests/guard.rs",
             "//! Tests.\n#[test]\nfn mode_is_checked() {}\n#[test]\nfn freshness_is_checked_before_use() {}\n",
         ),
-        ("crates/repo-search-tool/Cargo.toml", ""),
+        (
+            "crates/repo-search-tool/Cargo.toml",
+            "[package]\nname = \"repo-search-tool\"\n\n[dependencies]\nindex-guard.workspace = true\n",
+        ),
+        (
+            "crates/repo-search-cli/Cargo.toml",
+            "[package]\nname = \"repo-search-cli\"\n\n[dependencies]\nclap = { workspace = true }\n",
+        ),
         (
             "crates/repo-search-tool/tests/facade.rs",
             "//! Tests.\nfn check() {}\n#[test]\nfn cancel_is_timeout() {}\n",
@@ -691,6 +1029,9 @@ fn check(case: (&str, &str), expected: &[&str]) {
     got.extend(rust_files_without_a_module_doc(&ws));
     got.extend(path_includes_across_packages(&ws));
     got.extend(magic_docs_that_disagree(&ws));
+    got.extend(cli_only_dependencies_elsewhere(&ws));
+    got.extend(internal_dependencies_outside_the_workspace_table(&ws));
+    got.extend(development_history_in_docs(&ws));
     assert_eq!(got, expected, "case {}", case.0);
 }
 
@@ -797,6 +1138,86 @@ fn each_tidy_check_fails_on_a_violation_and_passes_without_one() {
         ),
         &[],
     );
+    // Manifests: the binary's own crates, in every shape a manifest names a dependency.
+    let tool = "crates/repo-search-tool/Cargo.toml";
+    check(
+        (
+            tool,
+            "[package]\nname = \"repo-search-tool\"\n\n[dependencies]\n\
+             index-guard.workspace = true\nclap.workspace = true\n\
+             term = { package = \"indicatif\", version = \"0.18\" }\n\
+             clapper = \"1\" # clap = \"4\" in a comment\n\n\
+             [target.'cfg(unix)'.dev-dependencies]\nrmcp-macros = \"1\"\n\n\
+             [dependencies.clap_complete]\nversion = \"4\"\n",
+        ),
+        &[
+            "crates/repo-search-tool/Cargo.toml:6: depends on clap",
+            "crates/repo-search-tool/Cargo.toml:7: depends on indicatif",
+            "crates/repo-search-tool/Cargo.toml:11: depends on rmcp-macros",
+            "crates/repo-search-tool/Cargo.toml:13: depends on clap_complete",
+        ],
+    );
+    // Internal dependencies by path or version, and the ways through the workspace table.
+    check(
+        (
+            tool,
+            "[package]\nname = \"repo-search-tool\"\n\n[dependencies]\n\
+             index-guard = { path = \"../index-guard\" }\n\
+             serde = { version = \"1\", path = \"../../vendor/serde\" }\n\
+             tokio = { version = \"1\", features = [\"rt\", \"time\"] }\n\n\
+             [dev-dependencies]\nguard = { package = \"index-guard\", version = \"0.1\" }\n\n\
+             [target.'cfg(unix)'.dependencies]\nindex-guard.workspace = true\nindex-guard.features = [\"a\"]\n\n\
+             [build-dependencies.index-guard]\npath = \"../index-guard\"\n\n\
+             [build-dependencies.guard]\npackage = \"index-guard\"\nworkspace = true\n",
+        ),
+        &[
+            "crates/repo-search-tool/Cargo.toml:5: `index-guard` by path",
+            "crates/repo-search-tool/Cargo.toml:6: `serde` by path",
+            "crates/repo-search-tool/Cargo.toml:10: `guard` by version",
+            "crates/repo-search-tool/Cargo.toml:16: `index-guard` by path",
+        ],
+    );
+    // A package outside the members (its own workspace, as `fuzz/`) can only use paths.
+    check(
+        (
+            "fuzz/Cargo.toml",
+            "[package]\nname = \"fuzz\"\n\n[workspace]\n\n[dependencies]\n\
+             index-guard = { path = \"../crates/index-guard\" }\n",
+        ),
+        &[],
+    );
+    // Development history in docs, in any case and across a line break; not in plain comments,
+    // and not the same words in other senses.
+    check(
+        (
+            doc,
+            "Status: accepted (Issue #16). The first\nslice runs since session-7, within the issue's targets.\n",
+        ),
+        &[
+            "docs/x.md:1: \"issue 16\"",
+            "docs/x.md:1: \"first slice\"",
+            "docs/x.md:2: \"session 7\"",
+            "docs/x.md:2: \"the issue\"",
+        ],
+    );
+    check(
+        (
+            doc,
+            "An MCP session, the database session's settings, each slice of a buffer, an earlier \
+             run, 16 open issues.\n",
+        ),
+        &[],
+    );
+    check(
+        (
+            "crates/index-guard/src/history.rs",
+            "//! Built in this session.\n/// Since issues 15 and 16.\n// A plain comment on session 3.\nfn f() {}\n",
+        ),
+        &[
+            "crates/index-guard/src/history.rs:1: \"this session\"",
+            "crates/index-guard/src/history.rs:2: \"issues 15\"",
+        ],
+    );
 }
 
 #[test]
@@ -811,6 +1232,15 @@ fn the_walker_sees_the_workspace() {
         assert!(ws.files.contains_key(path), "tidy does not see {path}");
     }
     assert!(ws.with_extension(".rs").count() > 50);
+    // The manifest checks read every member, and the binary's dependencies as the binary's.
+    assert!(member_manifests(ws).len() > 8);
+    let cli = dependencies(&ws.files[CLI_MANIFEST]);
+    for family in CLI_ONLY {
+        assert!(
+            cli.iter().any(|d| d.crate_name() == *family),
+            "tidy does not see {family} among the CLI's dependencies"
+        );
+    }
     let references = doc_references(ws);
     let tests = references
         .iter()

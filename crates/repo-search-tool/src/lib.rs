@@ -6,9 +6,12 @@
 //!   only by the backend, only when allowed, declared, fresh and trustworthy. Its
 //!   [`index()`](IndexedRepositoryOperations::index) facade validates updates before the backend
 //!   sees them.
-//! - [`RepoSearchTool`] is the agent-facing tool: a JSON Schema whose `mode` enum is exactly the
-//!   exposed modes, argument validation by the same rules, and JSON results or `{code, message}`
-//!   errors.
+//! - [`ToolSpec`] is what the agent-facing tool exposes (its modes, caps and the index's declared
+//!   capabilities) and everything decided by that alone: a JSON Schema whose `mode` enum is
+//!   exactly the exposed modes, the output schema and listing, and argument validation by the
+//!   schema's rules. It needs no operations object.
+//! - [`RepoSearchTool`] is the tool: a spec over the operations that answer its calls, with JSON
+//!   results or `{code, message}` errors.
 //!
 //! # Example
 //!
@@ -43,8 +46,15 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod arguments;
 mod facade;
+mod listing;
+mod path;
+mod schema;
+mod spec;
 mod tool;
 
 pub use facade::{IndexFacade, IndexedOperationsConfig, IndexedRepositoryOperations};
-pub use tool::{MAX_PATH_CHARS, MAX_QUERY_CHARS, RepoSearchTool, TOOL_NAME, TOOL_TITLE};
+pub use listing::{TOOL_NAME, TOOL_TITLE};
+pub use spec::{MAX_PATH_CHARS, MAX_QUERY_CHARS, ToolSpec};
+pub use tool::RepoSearchTool;

@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use index_contract::{BackendCapabilities, SearchMode};
+use index_contract::{BackendCapabilities, SearchMode, limits::SearchLimits};
 use literal_search::LiteralSearch;
-use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool};
+use repo_search_tool::{
+    IndexedOperationsConfig, IndexedRepositoryOperations, RepoSearchTool, ToolSpec,
+};
 use serde_json::{Value, json};
 
 fn tool(modes: &[SearchMode]) -> RepoSearchTool {
@@ -74,6 +76,29 @@ fn a_mode_the_operations_do_not_allow_is_refused_at_construction() {
     let err = RepoSearchTool::new(literal_only.clone(), &[SearchMode::IndexedLiteral]).unwrap_err();
     assert_eq!(err.code(), index_contract::ErrorCode::Unsupported);
     assert!(RepoSearchTool::new(literal_only, &[]).is_err());
+}
+
+#[test]
+fn a_spec_built_from_declared_values_is_the_tools_own() {
+    // A client without a backend (a binding, the `serve` client) builds the spec from what a
+    // server declares and parses arguments and checks answers exactly as the tool does.
+    let modes = [SearchMode::IndexedLiteral, SearchMode::Literal];
+    let declared = BackendCapabilities {
+        regex: true,
+        exclude_globs: true,
+        ..BackendCapabilities::default()
+    };
+    let tool = tool_declaring(&modes, declared);
+    let spec = ToolSpec::new(
+        &[modes[0], modes[1], modes[0]],
+        SearchLimits::default(),
+        declared,
+    )
+    .unwrap();
+    assert_eq!(&spec, tool.spec());
+    assert_eq!(spec.listing(), tool.listing());
+    let err = ToolSpec::new(&[], SearchLimits::default(), declared).unwrap_err();
+    assert_eq!(err.code(), index_contract::ErrorCode::Unsupported);
 }
 
 /// Pools of values for each argument, valid and invalid, of every JSON type.

@@ -168,8 +168,8 @@ fn line_starts(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// Whether a line starts a definition in one of the common languages: the heuristic that stands
-/// in for tree-sitter in this slice.
+/// Whether a line starts a definition in one of the common languages: a heuristic that stands
+/// in for tree-sitter where no syntax tree is built.
 pub(crate) fn is_definition(line: &str) -> bool {
     definition_name(line).is_some()
 }

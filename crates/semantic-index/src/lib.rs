@@ -1,5 +1,5 @@
-//! The host's semantic search, first slice (issue 15): MiniLM inference, a static model distilled
-//! from it, chunks, and a hybrid ranking re-ranked by MiniLM.
+//! The host's semantic search: MiniLM inference, a static model distilled from it, chunks, and a
+//! hybrid ranking re-ranked by MiniLM.
 //!
 //! - **[`MiniLm`]**: all-MiniLM-L6-v2 (or any BERT sentence-transformer directory with
 //!   `model.safetensors` and `tokenizer.json`), run by a small forward pass of our own; mean

@@ -6,7 +6,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use index_contract::SearchMode;
 use repo_search_host::{
-    BACKEND_ENV, HostConfig, IndexChoice, RerankPolicy, SemanticConfig, SharedConfig, find_model,
+    BACKEND_ENV, HostConfig, HostError, IndexChoice, RerankPolicy, SemanticConfig, SharedConfig,
+    find_model,
 };
 use serde_json::{Value, json};
 
@@ -320,7 +321,7 @@ impl SharedArgs {
         let Some(spec) = spec else {
             let asked = self.tenant.is_some() || self.repo_id.is_some() || self.read_only;
             return if asked {
-                Err(Failure::BackendUnusable)
+                Err(Failure::Host(HostError::SharedUnusable))
             } else {
                 Ok(None)
             };
@@ -401,7 +402,7 @@ mod tests {
         let Err(f) = args.config() else {
             panic!("a mysql URL was accepted")
         };
-        assert_eq!(f, Failure::BackendUnusable);
+        assert_eq!(f, Failure::Host(HostError::SharedUnusable));
         assert!(!f.message().contains("hunter2") && !f.message().contains("mysql"));
     }
 
@@ -411,7 +412,10 @@ mod tests {
             read_only: true,
             ..SharedArgs::default()
         };
-        assert!(matches!(args.config(), Err(Failure::BackendUnusable)));
+        assert!(matches!(
+            args.config(),
+            Err(Failure::Host(HostError::SharedUnusable))
+        ));
         assert!(matches!(SharedArgs::default().config(), Ok(None)));
     }
 }

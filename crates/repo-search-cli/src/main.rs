@@ -91,7 +91,7 @@ async fn open_host(location: &Location, serves: Serves, with_model: bool) -> Res
     if serves == Serves::Watching
         && let Some(damage) = host.semantic_damage()
     {
-        let failure = Failure::ModelDamaged(damage.clone());
+        let failure = Failure::model_damaged(damage.clone());
         eprintln!(
             "repo-search: `semantic` is not served: {}\nhint: {}",
             failure.message(),
@@ -205,33 +205,21 @@ fn man_page(command: Option<&str>) -> Result<Vec<u8>, Failure> {
 }
 
 /// The schema of a tool exposing `modes`: it depends only on the modes, the caps and the
-/// capabilities the embedded index (and the semantic store) declare, not on a worktree.
+/// capabilities the embedded index declares, not on a worktree. `semantic` is refused: only a
+/// host with its model serves it (`mcp` lists it then).
 fn schema_for(modes: &[SearchMode]) -> Result<Value, Failure> {
-    use std::sync::Arc;
-    let dir = std::env::temp_dir();
-    let fallback =
-        literal_search::LiteralSearch::new(&dir).map_err(|_| Failure::SchemaUnavailable)?;
-    let tool = if modes.iter().any(|m| m.is_indexed()) {
-        let index = Arc::new(
-            embedded_index::EmbeddedIndex::open(&dir, dir.join("repo-search-schema-probe"))
-                .map_err(|_| Failure::SchemaUnavailable)?,
-        );
-        let config = repo_search_tool::IndexedOperationsConfig {
-            allowed_modes: modes.to_vec(),
-            ..Default::default()
-        };
-        let ops = repo_search_tool::IndexedRepositoryOperations::new(
-            &dir,
-            index,
-            Arc::new(fallback),
-            config,
-        )
-        .map_err(Failure::Setup)?;
-        repo_search_tool::RepoSearchTool::new(Arc::new(ops), modes).map_err(Failure::Setup)?
-    } else {
-        repo_search_tool::RepoSearchTool::new(Arc::new(fallback), modes).map_err(Failure::Setup)?
-    };
-    Ok(tool.schema())
+    if modes.contains(&SearchMode::Semantic) {
+        return Err(Failure::Setup(index_contract::IndexError::ModeUnservable {
+            mode: SearchMode::Semantic,
+        }));
+    }
+    let spec = repo_search_tool::ToolSpec::new(
+        modes,
+        index_contract::limits::SearchLimits::default(),
+        repo_search_host::embedded_capabilities(),
+    )
+    .map_err(Failure::Setup)?;
+    Ok(spec.schema())
 }
 
 async fn run(command: Command) -> Result<ExitCode, Failure> {
@@ -534,14 +522,17 @@ impl Searcher<'_> {
                         return Err(host
                             .semantic_damage()
                             .cloned()
-                            .map_or(Failure::ModelMissing, Failure::ModelDamaged));
+                            .map_or(Failure::ModelMissing, Failure::model_damaged));
                     }
                     host
                 }
             };
             self.host = Some(host);
         }
-        let host = self.host.as_ref().ok_or(Failure::IndexUnopenable)?;
+        let host = self
+            .host
+            .as_ref()
+            .ok_or(Failure::Host(repo_search_host::HostError::IndexUnopenable))?;
         let refresh = if self.refreshed {
             Refresh::Done
         } else {

@@ -57,3 +57,9 @@ pub use model::{MODEL_DIR_ENV, find_model};
 pub use progress::{Progress, unwatched};
 pub use semantic_index::{KEPT_CHUNKS_LIMIT, KeptVectors, RerankPolicy};
 pub use shared::{BACKEND_ENV, SharedConfig};
+
+/// What the embedded index declares (`BackendCapabilities`): what a host on it offers besides
+/// `semantic`.
+pub fn embedded_capabilities() -> index_contract::BackendCapabilities {
+    embedded_index::EmbeddedIndex::declared_capabilities()
+}

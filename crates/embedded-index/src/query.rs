@@ -4,28 +4,16 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use index_contract::{
-    BackendHit, BackendSearchResponse, CancelSignal, IndexState, IndexStatus, SearchRequest,
-    SkippedFiles, limits::DEFAULT_MAX_RESULTS,
+    BackendHit, BackendSearchResponse, IndexState, IndexStatus, SearchRequest, SkippedFiles,
+    limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::{ContextConfig, PathFilter, PathKey, SearchControl};
+use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
 use crate::plan::{self, Plan};
 use crate::segment::{Segment, flags};
 use crate::snapshot::Snapshot;
 use crate::verify::{self, Verified};
 use crate::{EmbeddedIndex, EmbeddedIndexError, parallel};
-
-/// Stops verification at the request's deadline or cancellation.
-struct Control<'a> {
-    deadline: Option<Instant>,
-    signal: &'a CancelSignal,
-}
-
-impl SearchControl for Control<'_> {
-    fn should_stop(&self) -> bool {
-        self.signal.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
 
 /// A candidate: its quantized path prior, path and flags.
 struct Candidate<'a> {
@@ -170,10 +158,7 @@ impl EmbeddedIndex {
         // path order when verification reaches it (most queries stop long before the last), in
         // about linear time, since the keys are already in path order per segment.
         let mut ordered = 0;
-        let control = Control {
-            deadline: request.deadline.map(|d| started + d),
-            signal: &request.signal,
-        };
+        let control = QueryControl::new(started, request.deadline, &request.signal);
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
         let context = ContextConfig {

@@ -5,11 +5,11 @@ use std::io::Cursor;
 use std::time::Instant;
 
 use index_contract::{
-    BackendHit, BackendSearchResponse, CancelSignal, IndexState, RepositoryIndexBackend,
-    SearchRequest, SkippedFiles, limits::DEFAULT_MAX_RESULTS,
+    BackendHit, BackendSearchResponse, IndexState, RepositoryIndexBackend, SearchRequest,
+    SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
 use index_guard::OptionSupport;
-use search_profile::{FileSearcher, QueryMatcher, SearchControl};
+use search_profile::{FileSearcher, QueryControl, QueryMatcher, SearchControl};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{SimpleQueryMessage, Transaction};
 
@@ -18,18 +18,6 @@ use crate::{PgIndex, PgIndexError, content};
 
 /// The longest snippet a hit carries; the facade cuts it further to its own cap.
 const SNIPPET_WINDOW: usize = 16 * 1024;
-
-/// Stops verification at the request's deadline or cancellation.
-struct Control<'a> {
-    deadline: Option<Instant>,
-    signal: &'a CancelSignal,
-}
-
-impl SearchControl for Control<'_> {
-    fn should_stop(&self) -> bool {
-        self.signal.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
 
 /// What verifying one row found.
 enum Verified {
@@ -139,10 +127,7 @@ impl PgIndex {
             vec![&self.config.tenant_id, &self.config.repo_id, &scope, &below];
         params.extend(patterns.iter().map(|p| p as &(dyn ToSql + Sync)));
         let portal = tx.bind(&statement, &params).await?;
-        let control = Control {
-            deadline: request.deadline.map(|d| started + d),
-            signal: &request.signal,
-        };
+        let control = QueryControl::new(started, request.deadline, &request.signal);
         let mut searcher = FileSearcher::new(search_profile::DEFAULT_HEAP_LIMIT, SNIPPET_WINDOW);
         let mut skipped = SkippedFiles::default();
         // Rows are fetched a batch at a time, so a capped query reads little past its last hit.

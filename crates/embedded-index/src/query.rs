@@ -7,6 +7,7 @@ use index_contract::{
     BackendHit, BackendSearchResponse, IndexState, IndexStatus, SearchRequest, SkippedFiles,
     limits::DEFAULT_MAX_RESULTS,
 };
+use search_profile::rank::{self, MatchShape, Prior};
 use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
 use crate::plan::{self, Plan};
@@ -15,7 +16,7 @@ use crate::snapshot::Snapshot;
 use crate::verify::{self, Verified};
 use crate::{EmbeddedIndex, EmbeddedIndexError, parallel};
 
-/// A candidate: its quantized path prior, path and flags.
+/// A candidate: its path prior's step, path and flags.
 struct Candidate<'a> {
     prior: u8,
     path: &'a str,
@@ -23,8 +24,8 @@ struct Candidate<'a> {
 }
 
 impl Candidate<'_> {
-    fn prior_f64(&self) -> f64 {
-        f64::from(self.prior) / 255.0
+    fn prior(&self) -> Prior {
+        Prior::from_step(self.prior)
     }
 }
 
@@ -143,7 +144,7 @@ impl EmbeddedIndex {
             Vec::new()
         };
         candidates.extend(extras.iter().map(|path| Candidate {
-            prior: crate::rank::quantized_prior(path),
+            prior: Prior::of(path).step(),
             path,
             flags: if index_guard::check_path(path).is_err() {
                 flags::REFUSED_NAME
@@ -233,7 +234,7 @@ impl EmbeddedIndex {
                         path: c.path.to_owned(),
                         line: m.line,
                         column: m.column,
-                        score: crate::rank::score(c.prior_f64(), m.shape),
+                        score: rank::score(c.prior(), m.shape),
                         snippet: m.snippet,
                         count: m.count,
                         before: m.before,
@@ -250,7 +251,7 @@ impl EmbeddedIndex {
                     && last_block_is_settled(
                         &matches[last * RANK_BLOCK..],
                         in_last,
-                        candidates[at].prior_f64(),
+                        candidates[at].prior(),
                     ))
             {
                 break;
@@ -398,19 +399,13 @@ fn rank_order(a: &BackendHit, b: &BackendHit) -> std::cmp::Ordering {
 /// not verified yet, of prior `next_prior` or lower, can score at most as a whole-word definition
 /// at that prior, and the `need`-th best score beats that (strictly, since a tie would be broken
 /// by a path that may sort first).
-fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: f64) -> bool {
+fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: Prior) -> bool {
     if need == 0 || block.len() < need {
         return need == 0;
     }
     let mut scores: Vec<f64> = block.iter().map(|h| h.score).collect();
     scores.select_nth_unstable_by(need - 1, |a, b| b.total_cmp(a));
-    let best_possible = crate::rank::score(
-        next_prior,
-        crate::rank::MatchShape {
-            whole_word: true,
-            definition: true,
-        },
-    );
+    let best_possible = rank::score(next_prior, MatchShape::BEST);
     scores[need - 1] > best_possible
 }
 

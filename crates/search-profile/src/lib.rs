@@ -20,6 +20,8 @@
 //!   a query's syntax as the matcher parses it ([`query_hir`]: one regex configuration for both).
 //! - **Stopping** ([`QueryControl`]): a query stops at its deadline or on its cancel signal,
 //!   checked on every read.
+//! - **Ranking** ([`rank`]): a hit's score from its path's prior and its match's shape, the same
+//!   in every backend.
 //! - **Order** ([`PathKey`]): paths ordered component by component, as a sorted walk lists them.
 //! - **Names** ([`walk_name`]): every selected file has a walk name, a file whose name is not
 //!   UTF-8 too (escaped, so that it is never lost and never served).
@@ -56,6 +58,7 @@ mod name;
 mod open;
 mod order;
 mod pattern;
+pub mod rank;
 mod search;
 mod select;
 mod stream;

@@ -56,7 +56,6 @@ mod manifest;
 mod parallel;
 mod plan;
 mod query;
-mod rank;
 mod refresh;
 mod segment;
 mod snapshot;
@@ -73,6 +72,7 @@ use index_contract::{
     RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
 };
 use search_profile::RootDir;
+use search_profile::rank::Prior;
 
 pub use error::EmbeddedIndexError;
 pub use refresh::{RefreshKind, RefreshReport};
@@ -112,9 +112,9 @@ enum Current {
 /// The embedded index over one worktree, stored in one directory.
 ///
 /// **Ranking.** Every hit is a file's first matching line, exactly as ripgrep finds it. Its score
-/// is half a path prior (ordinary source 1.0; tests × 0.6; docs × 0.8; vendored or generated code
-/// × 0.4; a little less per directory level) and half the match's shape (a whole-word match on a
-/// line that looks like a definition 1.0, whole word 0.7, a definition 0.6, otherwise 0.4). Hits
+/// is the shared rank ([`search_profile::rank`]): half its path's prior (ordinary source before
+/// tests, docs, vendored and generated code; deeper paths a little later) and half its match's
+/// shape (a whole word on a definition's line first), the score every backend gives it. Hits
 /// come best first within blocks of 1000: files are taken in order of their path prior (ties in
 /// path order), and each consecutive 1000 matching files are ranked among themselves. So an answer
 /// of up to 1000 hits is ranked as a whole, a capped answer holds the best-prior files, and the
@@ -232,7 +232,7 @@ fn servable_files(s: &Snapshot) -> Vec<CommittedFile> {
                     st.ino,
                     u64::from(meta.flags),
                 ]),
-                prior: f32::from(meta.prior) / 255.0,
+                prior: Prior::from_step(meta.prior).value() as f32,
             })
         })
         .collect()

@@ -1,13 +1,14 @@
 //! Planning a query into a trigram query: an AND/OR tree of trigrams that every file holding a
 //! match must satisfy, after Russ Cox, "Regular Expression Matching with a Trigram Index".
 //!
-//! The regex is parsed as ripgrep's matcher parses it (same flags, so case-insensitive classes
-//! already hold every simple case folding, U+212A KELVIN SIGN included) and each node is
-//! summarized by what its matches look like: the exact set of strings it matches when that set is
-//! small, else the sets of their prefixes and suffixes, plus a trigram query that is a necessary
-//! condition. Whenever a summary is coarsened, the trigrams of what it forgets are first added to
-//! its query, so the query only ever weakens soundly. A fixed string is planned as its escaped
-//! regex. Strings are kept with ASCII letters folded, as the index stores trigrams.
+//! The regex is parsed as ripgrep's matcher parses it (`search_profile::query_hir`, the matcher's
+//! own configuration, so case-insensitive classes already hold every simple case folding, U+212A
+//! KELVIN SIGN included) and each node is summarized by what its matches look like: the exact set
+//! of strings it matches when that set is small, else the sets of their prefixes and suffixes,
+//! plus a trigram query that is a necessary condition. Whenever a summary is coarsened, the
+//! trigrams of what it forgets are first added to its query, so the query only ever weakens
+//! soundly. A fixed string is planned as its escaped regex. Strings are kept with ASCII letters
+//! folded, as the index stores trigrams.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -138,28 +139,12 @@ impl fmt::Display for Plan {
 }
 
 /// The trigram query for `query`, a regex when `regex` is set and a fixed string otherwise,
-/// matched case-insensitively when `case_insensitive` is set. A pattern this parser refuses (the
-/// matcher will refuse it too) plans as [`Plan::All`].
+/// matched case-insensitively when `case_insensitive` is set. A pattern the parser refuses (the
+/// matcher refuses it too) plans as [`Plan::All`].
 pub(crate) fn plan(query: &str, regex: bool, case_insensitive: bool) -> Plan {
-    let pattern = if regex {
-        format!("(?:{query})")
-    } else {
-        regex_syntax::escape(query)
-    };
-    // ripgrep's parser configuration (grep-regex): Unicode, multi-line anchors, `.` never
-    // matching a line break, and byte classes allowed.
-    let hir = regex_syntax::ParserBuilder::new()
-        .utf8(false)
-        .unicode(true)
-        .octal(false)
-        .multi_line(true)
-        .dot_matches_new_line(false)
-        .case_insensitive(case_insensitive)
-        .build()
-        .parse(&pattern);
-    match hir {
-        Ok(hir) => summarize(&hir).into_plan(),
-        Err(_) => Plan::All,
+    match search_profile::query_hir(query, regex, case_insensitive) {
+        Some(hir) => summarize(&hir).into_plan(),
+        None => Plan::All,
     }
 }
 

@@ -4,10 +4,11 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use index_contract::{
-    BackendHit, BackendSearchResponse, CancelSignal, IndexState, IndexStatus, SearchRequest,
-    SkippedFiles, limits::DEFAULT_MAX_RESULTS,
+    BackendHit, BackendSearchResponse, IndexState, IndexStatus, SearchRequest, SkippedFiles,
+    limits::DEFAULT_MAX_RESULTS,
 };
-use search_profile::{ContextConfig, PathFilter, PathKey, SearchControl};
+use search_profile::rank::{self, MatchShape, Prior};
+use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
 use crate::plan::{self, Plan};
 use crate::segment::{Segment, flags};
@@ -15,19 +16,7 @@ use crate::snapshot::Snapshot;
 use crate::verify::{self, Verified};
 use crate::{EmbeddedIndex, EmbeddedIndexError, parallel};
 
-/// Stops verification at the request's deadline or cancellation.
-struct Control<'a> {
-    deadline: Option<Instant>,
-    signal: &'a CancelSignal,
-}
-
-impl SearchControl for Control<'_> {
-    fn should_stop(&self) -> bool {
-        self.signal.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
-
-/// A candidate: its quantized path prior, path and flags.
+/// A candidate: its path prior's step, path and flags.
 struct Candidate<'a> {
     prior: u8,
     path: &'a str,
@@ -35,8 +24,8 @@ struct Candidate<'a> {
 }
 
 impl Candidate<'_> {
-    fn prior_f64(&self) -> f64 {
-        f64::from(self.prior) / 255.0
+    fn prior(&self) -> Prior {
+        Prior::from_step(self.prior)
     }
 }
 
@@ -155,7 +144,7 @@ impl EmbeddedIndex {
             Vec::new()
         };
         candidates.extend(extras.iter().map(|path| Candidate {
-            prior: crate::rank::quantized_prior(path),
+            prior: Prior::of(path).step(),
             path,
             flags: if index_guard::check_path(path).is_err() {
                 flags::REFUSED_NAME
@@ -170,10 +159,7 @@ impl EmbeddedIndex {
         // path order when verification reaches it (most queries stop long before the last), in
         // about linear time, since the keys are already in path order per segment.
         let mut ordered = 0;
-        let control = Control {
-            deadline: request.deadline.map(|d| started + d),
-            signal: &request.signal,
-        };
+        let control = QueryControl::new(started, request.deadline, &request.signal);
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
         let context = ContextConfig {
@@ -248,7 +234,7 @@ impl EmbeddedIndex {
                         path: c.path.to_owned(),
                         line: m.line,
                         column: m.column,
-                        score: crate::rank::score(c.prior_f64(), m.shape),
+                        score: rank::score(c.prior(), m.shape),
                         snippet: m.snippet,
                         count: m.count,
                         before: m.before,
@@ -265,7 +251,7 @@ impl EmbeddedIndex {
                     && last_block_is_settled(
                         &matches[last * RANK_BLOCK..],
                         in_last,
-                        candidates[at].prior_f64(),
+                        candidates[at].prior(),
                     ))
             {
                 break;
@@ -413,19 +399,13 @@ fn rank_order(a: &BackendHit, b: &BackendHit) -> std::cmp::Ordering {
 /// not verified yet, of prior `next_prior` or lower, can score at most as a whole-word definition
 /// at that prior, and the `need`-th best score beats that (strictly, since a tie would be broken
 /// by a path that may sort first).
-fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: f64) -> bool {
+fn last_block_is_settled(block: &[BackendHit], need: usize, next_prior: Prior) -> bool {
     if need == 0 || block.len() < need {
         return need == 0;
     }
     let mut scores: Vec<f64> = block.iter().map(|h| h.score).collect();
     scores.select_nth_unstable_by(need - 1, |a, b| b.total_cmp(a));
-    let best_possible = crate::rank::score(
-        next_prior,
-        crate::rank::MatchShape {
-            whole_word: true,
-            definition: true,
-        },
-    );
+    let best_possible = rank::score(next_prior, MatchShape::BEST);
     scores[need - 1] > best_possible
 }
 

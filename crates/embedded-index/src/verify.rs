@@ -3,7 +3,7 @@
 use index_contract::OutputMode;
 use search_profile::{ContextConfig, FileSearcher, QueryMatcher, RootDir, SearchControl};
 
-use crate::rank::MatchShape;
+use search_profile::rank::MatchShape;
 
 /// The longest snippet (and context line) a backend hit carries; the facade cuts it further to its
 /// own cap.
@@ -62,7 +62,7 @@ pub(crate) fn first_match(
                 line: m.line_number,
                 column: m.column,
                 snippet: String::from_utf8_lossy(&body[lo.min(hi)..hi]).into_owned(),
-                shape: crate::rank::shape(body, m.start, m.end),
+                shape: MatchShape::of(body, m.start, m.end),
                 count: None,
                 before: m.before.to_vec(),
                 after: m.after.to_vec(),

@@ -13,11 +13,12 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use index_contract::UnixMillis;
+use search_profile::rank::Prior;
 
 use crate::manifest::{self, FORMAT, Manifest, SegmentEntry};
 use crate::segment::{DocMeta, DocTrigrams, Encoder, Segment, Stamp, flags};
 use crate::snapshot::Snapshot;
-use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, rank, trigram};
+use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
 
 /// The lock file's name in the index directory.
 pub(crate) const LOCK: &str = "LOCK";
@@ -142,7 +143,7 @@ impl EmbeddedIndex {
             trigram::Extractor::new,
             |_, (path, walked), ex| {
                 let mut meta = DocMeta {
-                    prior: rank::quantized_prior(path),
+                    prior: Prior::of(path).step(),
                     flags: 0,
                     stamp: *walked,
                 };

@@ -1,5 +1,7 @@
 //! What a file becomes in a row, and what a query becomes in SQL.
 
+use search_profile::rank::Prior;
+
 /// A file's row values: the text a match can be found in, its words (what the trigram index
 /// sees), and the exact bytes when they differ from the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,29 +219,11 @@ fn keeps_its_case_variants(c: char) -> bool {
     same(&mut c.to_lowercase()) && same(&mut c.to_uppercase())
 }
 
-/// A path's prior: ordinary source first, then docs, tests and vendored or generated code, and
-/// deeper paths slightly later. In (0, 1]. Scores are informative here: hits come in path order.
-pub(crate) fn prior(path: &str) -> f32 {
-    let lower = path.to_ascii_lowercase();
-    let has = |names: &[&str]| lower.split('/').any(|seg| names.contains(&seg));
-    let mut p = 1.0f32;
-    if has(&["vendor", "third_party", "node_modules"]) || lower.contains("generated") {
-        p *= 0.4;
-    }
-    if has(&["test", "tests", "testing"]) || lower.contains("_test.") {
-        p *= 0.6;
-    }
-    if has(&["doc", "docs"]) || lower.ends_with(".md") || lower.ends_with(".txt") {
-        p *= 0.8;
-    }
-    p / (1.0 + 0.03 * path.matches('/').count() as f32)
-}
-
-/// A hit's score in [0, 1]: half the prior, half whether the match is a whole word.
-pub(crate) fn score(prior: f32, line: &[u8], start: usize, end: usize) -> f64 {
-    let word = |b: Option<&u8>| b.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
-    let whole = !word(start.checked_sub(1).and_then(|i| line.get(i))) && !word(line.get(end));
-    (0.5 * f64::from(prior) + if whole { 0.5 } else { 0.25 }).clamp(0.0, 1.0)
+/// The `prior` column of a row: the shared rank's prior of its path ([`Prior`]). Searches do not
+/// read it; they take the prior of the path itself, so that a row written under another rule
+/// scores as every backend scores it.
+pub(crate) fn prior_column(path: &str) -> f32 {
+    Prior::of(path).value() as f32
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! column that every file holding a match satisfies, so that the `pg_trgm` index narrows the
 //! candidates.
 //!
-//! A fixed string is the patterns of its words (`content::word_patterns`). A regex is parsed as ripgrep's matcher parses it and each node
-//! is summarized, after Russ Cox's trigram plan, by the exact set of strings it matches when that
-//! set is small, else by a condition its matches imply: a concatenation needs each part's
-//! condition, an alternation one of its branches', a repetition of at least one its operand's.
+//! A fixed string is the patterns of its words (`content::word_patterns`). A regex is parsed as
+//! ripgrep's matcher parses it (`search_profile::query_hir`) and each node is summarized, after
+//! Russ Cox's trigram plan, by the exact set of strings it matches when that set is small, else
+//! by a condition its matches imply: a concatenation needs each part's condition, an alternation
+//! one of its branches', a repetition of at least one its operand's.
 //! PostgreSQL's own `~` is not used: its regex dialect differs from ripgrep's, and a pre-filter
 //! must never drop a real match. Verification with the shared profile decides every hit.
 
@@ -177,19 +178,9 @@ pub(crate) fn filter(query: &str, regex: bool, case_insensitive: bool) -> Filter
     if !regex {
         return like(query, case_insensitive);
     }
-    // ripgrep's parser configuration (grep-regex), as `search_profile` uses it.
-    let hir = regex_syntax::ParserBuilder::new()
-        .utf8(false)
-        .unicode(true)
-        .octal(false)
-        .multi_line(true)
-        .dot_matches_new_line(false)
-        .case_insensitive(case_insensitive)
-        .build()
-        .parse(&format!("(?:{query})"));
-    match hir {
-        Ok(hir) => summarize(&hir, case_insensitive).into_filter(case_insensitive),
-        Err(_) => Filter::All,
+    match search_profile::query_hir(query, true, case_insensitive) {
+        Some(hir) => summarize(&hir, case_insensitive).into_filter(case_insensitive),
+        None => Filter::All,
     }
 }
 

@@ -5,11 +5,12 @@ use std::io::Cursor;
 use std::time::Instant;
 
 use index_contract::{
-    BackendHit, BackendSearchResponse, CancelSignal, IndexState, RepositoryIndexBackend,
-    SearchRequest, SkippedFiles, limits::DEFAULT_MAX_RESULTS,
+    BackendHit, BackendSearchResponse, IndexState, RepositoryIndexBackend, SearchRequest,
+    SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
 use index_guard::OptionSupport;
-use search_profile::{FileSearcher, QueryMatcher, SearchControl};
+use search_profile::rank::{self, MatchShape, Prior};
+use search_profile::{FileSearcher, QueryControl, QueryMatcher, SearchControl};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{SimpleQueryMessage, Transaction};
 
@@ -18,18 +19,6 @@ use crate::{PgIndex, PgIndexError, content};
 
 /// The longest snippet a hit carries; the facade cuts it further to its own cap.
 const SNIPPET_WINDOW: usize = 16 * 1024;
-
-/// Stops verification at the request's deadline or cancellation.
-struct Control<'a> {
-    deadline: Option<Instant>,
-    signal: &'a CancelSignal,
-}
-
-impl SearchControl for Control<'_> {
-    fn should_stop(&self) -> bool {
-        self.signal.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-}
 
 /// What verifying one row found.
 enum Verified {
@@ -128,7 +117,7 @@ impl PgIndex {
         // their tuple queues: measured slower on Linux (common literal p50 205 ms against
         // 138 ms).
         let sql = format!(
-            "SELECT path, content, raw, prior
+            "SELECT path, content, raw
                FROM repo_search.files
               WHERE tenant_id = $1 AND repo_id = $2 AND {condition}
                 AND ($3::text IS NULL OR path = $3 OR starts_with(path, $4))
@@ -139,10 +128,7 @@ impl PgIndex {
             vec![&self.config.tenant_id, &self.config.repo_id, &scope, &below];
         params.extend(patterns.iter().map(|p| p as &(dyn ToSql + Sync)));
         let portal = tx.bind(&statement, &params).await?;
-        let control = Control {
-            deadline: request.deadline.map(|d| started + d),
-            signal: &request.signal,
-        };
+        let control = QueryControl::new(started, request.deadline, &request.signal);
         let mut searcher = FileSearcher::new(search_profile::DEFAULT_HEAP_LIMIT, SNIPPET_WINDOW);
         let mut skipped = SkippedFiles::default();
         // Rows are fetched a batch at a time, so a capped query reads little past its last hit.
@@ -166,11 +152,10 @@ impl PgIndex {
                     Some(raw) => raw,
                     None => row.get::<_, &str>(1).as_bytes(),
                 };
-                let prior: f32 = row.get(3);
                 if scope.is_some_and(|s| !index_guard::is_within(path, s)) {
                     continue;
                 }
-                match verify(&mut searcher, &matcher, path, bytes, prior, &control) {
+                match verify(&mut searcher, &matcher, path, bytes, &control) {
                     Verified::Match(_) if index_guard::check_path(path).is_err() => {
                         // Held but never served: the answer cannot be complete.
                         search_profile::count_unserved(&mut skipped, path);
@@ -245,13 +230,13 @@ fn index_rows(plan: &[String]) -> Option<f64> {
 }
 
 /// One row's first match, exactly as the literal search would find it in a file with these
-/// bytes.
+/// bytes, scored by the shared rank. The prior is the path's own, not the row's `prior` column,
+/// so that a row written under another rule scores as every backend scores it.
 fn verify(
     searcher: &mut FileSearcher,
     matcher: &QueryMatcher,
     path: &str,
     bytes: &[u8],
-    prior: f32,
     control: &dyn SearchControl,
 ) -> Verified {
     let mut found = None;
@@ -265,7 +250,7 @@ fn verify(
             m.line_number,
             m.column,
             String::from_utf8_lossy(&body[lo.min(hi)..hi]),
-            content::score(prior, body, m.start, m.end),
+            rank::score(Prior::of(path), MatchShape::of(body, m.start, m.end)),
         ));
         false
     });

@@ -330,7 +330,7 @@ impl PgIndex {
                     batch.contents.push(stored.content);
                     batch.words.push(stored.words);
                     batch.raws.push(stored.raw);
-                    batch.priors.push(content::prior(path));
+                    batch.priors.push(content::prior_column(path));
                     batch.stamps.push(file.stamp);
                     batch.hashes.push(file.hash);
                 }
@@ -456,7 +456,7 @@ impl Copy {
     pub(crate) async fn row(&mut self, path: &str, file: FileRead) -> Result<(), PgIndexError> {
         let stored = content::stored(file.bytes);
         let key = content::sort_key(path);
-        let prior = content::prior(path);
+        let prior = content::prior_column(path);
         let row: [&(dyn ToSql + Sync); 8] = [
             &path,
             &key,

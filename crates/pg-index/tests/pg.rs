@@ -40,6 +40,9 @@ const CASES: &[(&str, Case)] = &[
     ("hits_come_in_path_order_on_generated_trees", || {
         Box::pin(hits_come_in_path_order_on_generated_trees())
     }),
+    ("both_backends_give_a_hit_the_same_score", || {
+        Box::pin(both_backends_give_a_hit_the_same_score())
+    }),
     (
         "updates_renames_and_deletes_commit_with_their_revision",
         || Box::pin(updates_renames_and_deletes_commit_with_their_revision()),
@@ -370,6 +373,64 @@ async fn hits_come_in_path_order_on_generated_trees() {
                 );
             }
         }
+    }
+}
+
+/// The rank is one rule (`search_profile::rank`): PostgreSQL scores a hit exactly as the
+/// embedded index does, for a path under each rule of the prior and a line of each match shape,
+/// whatever prior a row's column holds. A case is a path, its one line, the step of its prior
+/// and the quality of the match's shape; the score is half of each.
+async fn both_backends_give_a_hit_the_same_score() {
+    const CASES: &[(&str, &str, u8, f64)] = &[
+        ("lib.rs", "fn needle() {", 255, 1.0),
+        ("src/main.rs", "    needle();", 248, 0.7),
+        ("selftests/x.c", "static int needle_count;", 149, 0.6),
+        ("src/x.test.ts", "x = reneedle", 149, 0.4),
+        ("spec/x.rb", "def needle", 149, 1.0),
+        ("src/x_test.go", "func needle() {}", 149, 1.0),
+        ("documentation/x.c", "#define needle 1", 198, 1.0),
+        ("docs/guide.txt", "a needle here", 198, 0.7),
+        ("external/x.c", "needle", 99, 0.7),
+        ("x.min.js", "var needle=1", 102, 1.0),
+        ("third_party/lib/generated.rs", "pub fn needle()", 96, 1.0),
+        ("vendor/tests/docs/x.md", "needles", 45, 0.4),
+    ];
+    let tree = tempfile::tempdir().unwrap();
+    for (path, line, _, _) in CASES {
+        write(tree.path(), path, format!("{line}\n").as_bytes());
+    }
+    let store = tempfile::tempdir().unwrap();
+    let embedded = embedded_index::EmbeddedIndex::open(tree.path(), store.path()).unwrap();
+    embedded.build("rev-1").unwrap();
+    let pg = open(tree.path(), "rank", "r").await;
+    pg.build("rev-1").await.expect("build");
+    // Rows whose column holds another prior, as rows written under another rule would.
+    admin()
+        .await
+        .execute(
+            "UPDATE repo_search.files SET prior = 0.01 WHERE tenant_id = 'rank'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let request = request("needle", false, None);
+    let scored = |hits: Vec<index_contract::BackendHit>| -> BTreeSet<(String, u64, u64, u64)> {
+        hits.into_iter()
+            .map(|h| (h.path, h.line, h.column, h.score.to_bits()))
+            .collect()
+    };
+    let from_embedded = scored(embedded.search_now(&request).unwrap().hits);
+    let from_pg = scored(pg.search_now(&request).await.expect("search").hits);
+    assert_eq!(from_pg, from_embedded);
+    assert_eq!(from_pg.len(), CASES.len());
+    for (path, _, step, quality) in CASES {
+        let (_, _, _, bits) = from_pg.iter().find(|h| h.0 == *path).unwrap();
+        let expected = 0.5 * f64::from(*step) / 255.0 + 0.5 * quality;
+        let got = f64::from_bits(*bits);
+        assert!(
+            (got - expected).abs() < 1e-12,
+            "{path}: {got} for {expected}"
+        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! The one ripgrep profile that every `repo_search` searcher shares.
 //!
-//! The literal search, the embedded index and every backend still to come must agree on five
+//! The literal search, the embedded index and every backend still to come must agree on these
 //! things, or their answers drift apart. Each lives here, once:
 //!
 //! - **Selection** ([`Selection`]): which files are searched. ripgrep's defaults, spelled out:
@@ -16,7 +16,12 @@
 //! - **Matching** ([`query_matcher`], [`FileSearcher`]): ripgrep's matcher (fixed string or
 //!   regex) and searcher configuration, context lines ([`ContextConfig`], `-B`/`-A`) and the count
 //!   of matching lines (`-c`), the fresh-searcher rule that keeps binary detection deterministic,
-//!   and a bounded-memory stream for files with lines longer than the heap limit.
+//!   and a bounded-memory stream for files with lines longer than the heap limit. A planner reads
+//!   a query's syntax as the matcher parses it ([`query_hir`]: one regex configuration for both).
+//! - **Stopping** ([`QueryControl`]): a query stops at its deadline or on its cancel signal,
+//!   checked on every read.
+//! - **Ranking** ([`rank`]): a hit's score from its path's prior and its match's shape, the same
+//!   in every backend.
 //! - **Order** ([`PathKey`]): paths ordered component by component, as a sorted walk lists them.
 //! - **Names** ([`walk_name`]): every selected file has a walk name, a file whose name is not
 //!   UTF-8 too (escaped, so that it is never lost and never served).
@@ -46,16 +51,22 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod control;
 mod filter;
+mod matcher;
 mod name;
 mod open;
 mod order;
 mod pattern;
+pub mod rank;
 mod search;
 mod select;
 mod stream;
+mod syntax;
 
+pub use control::{NeverStop, QueryControl, SearchControl};
 pub use filter::PathFilter;
+pub use matcher::{LineMatch, QueryMatcher, matcher, query_matcher};
 pub use name::{count_unserved, is_non_utf8_name, name_bytes, name_path, walk_name};
 pub use open::{
     CHUNK_BYTES, EntryStat, OpenError, RootDir, open_or_create_regular, open_regular, read_bounded,
@@ -63,11 +74,9 @@ pub use open::{
 };
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
-pub use search::{
-    ContextConfig, FileOutcome, FileSearcher, LineMatch, NeverStop, QueryMatcher, SearchControl,
-    SearchFileError, matcher, query_matcher,
-};
+pub use search::{ContextConfig, FileOutcome, FileSearcher, SearchFileError};
 pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
+pub use syntax::query_hir;
 
 /// The most bytes a searcher holds for one line before it switches to the bounded stream.
 pub const DEFAULT_HEAP_LIMIT: usize = 4 * 1024 * 1024;

@@ -2,11 +2,7 @@
 //! run them, so that a bad pattern is refused with a clear error before any search or backend
 //! call, in every mode alike.
 
-use grep_regex::RegexMatcherBuilder;
-use index_contract::{
-    FileFilter, IndexError, RegexRejection, SearchMode, SearchRequest,
-    limits::{REGEX_DFA_CACHE_BYTES, REGEX_SIZE_LIMIT_BYTES},
-};
+use index_contract::{FileFilter, IndexError, SearchMode, SearchRequest};
 
 /// Checks that `request`'s regex (when `regex` is set), globs and types compile as ripgrep
 /// compiles them.
@@ -26,53 +22,9 @@ use index_contract::{
 /// ```
 pub fn check_patterns(request: &SearchRequest) -> Result<(), IndexError> {
     if request.regex && request.mode != SearchMode::Semantic {
-        regex_builder(request.case_insensitive)
-            .build(&request.query)
-            .map_err(|e| IndexError::InvalidRegex {
-                reason: regex_rejection(&request.query, &e),
-            })?;
+        crate::query_matcher(&request.query, true, request.case_insensitive)?;
     }
     check_file_filter(&request.files)
-}
-
-/// ripgrep's regex matcher configuration (`rg` without `-F`), with the contract's size limits.
-pub(crate) fn regex_builder(case_insensitive: bool) -> RegexMatcherBuilder {
-    let mut b = RegexMatcherBuilder::new();
-    b.multi_line(true)
-        .unicode(true)
-        .octal(false)
-        .case_insensitive(case_insensitive)
-        .line_terminator(Some(b'\n'))
-        .dot_matches_new_line(false)
-        .ban_byte(Some(b'\x00'))
-        .size_limit(REGEX_SIZE_LIMIT_BYTES)
-        .dfa_size_limit(REGEX_DFA_CACHE_BYTES);
-    b
-}
-
-pub(crate) fn regex_rejection(pattern: &str, error: &grep_regex::Error) -> RegexRejection {
-    use regex_syntax::ast::ErrorKind as Ast;
-    match regex_syntax::ast::parse::Parser::new().parse(pattern) {
-        Err(e)
-            if matches!(
-                e.kind(),
-                Ast::UnsupportedLookAround | Ast::UnsupportedBackreference
-            ) =>
-        {
-            RegexRejection::Unsupported
-        }
-        Err(_) => RegexRejection::Syntax,
-        Ok(_) => match error.kind() {
-            grep_regex::ErrorKind::NotAllowed(_) => RegexRejection::LineTerminator,
-            // A NUL can never match: files holding one are binary and skipped.
-            grep_regex::ErrorKind::Banned(_) => RegexRejection::Syntax,
-            // The syntax tree parses, but its translation can still fail (an unknown Unicode
-            // class such as `\p{Bogus}`): that is the pattern's fault, not a size.
-            _ if crate::search::regex_hir(pattern, false).is_none() => RegexRejection::Syntax,
-            // A pattern that translates and is allowed fails only on a size limit.
-            _ => RegexRejection::TooBig,
-        },
-    }
 }
 
 /// Checks every glob and type name as ripgrep's `-g` and `-t` take them: by building the

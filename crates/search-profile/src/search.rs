@@ -1,181 +1,17 @@
-//! Matching: ripgrep's matcher (fixed strings and regexes) and searcher, for every searcher.
+//! Searching a file: ripgrep's searcher with the fresh-searcher rule, context lines and the count
+//! of matching lines, handing over to the bounded stream for over-long lines.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek};
 
-use grep_matcher::{LineTerminator, Matcher};
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_matcher::LineTerminator;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use index_contract::{ErrorCode, IndexError};
+
+use crate::control::SearchControl;
+use crate::matcher::{LineMatch, QueryMatcher};
 
 /// grep-searcher's initial line buffer capacity.
 const INITIAL_BUFFER: u64 = 64 * 1024;
-
-/// A compiled query: ripgrep's matcher with its defaults, for a fixed string (`rg -F`) or a regex
-/// (`rg` without `-F`).
-#[derive(Debug, Clone)]
-pub struct QueryMatcher {
-    inner: RegexMatcher,
-    max_match_bytes: Option<usize>,
-    regex: bool,
-}
-
-impl QueryMatcher {
-    /// The underlying grep matcher.
-    pub fn inner(&self) -> &RegexMatcher {
-        &self.inner
-    }
-
-    /// An upper bound on the bytes of any match, when there is one. A fixed string has one: no
-    /// match is longer than 4 bytes per character of the query (case folding can change a
-    /// character's encoded length, never beyond 4 bytes). A regex has one when its syntax bounds
-    /// it (`foo[0-9]{2}`); `None` for a regex with unbounded repetition (`fn\s+\w+`).
-    ///
-    /// The bounded stream for lines over the heap limit needs the bound: a regex without one
-    /// cannot be searched there (see [`SearchFileError::LineTooLong`]).
-    pub fn max_match_bytes(&self) -> Option<usize> {
-        self.max_match_bytes
-    }
-
-    /// Whether the query is a regex rather than a fixed string.
-    pub fn is_regex(&self) -> bool {
-        self.regex
-    }
-
-    /// Where the first match in `haystack` lies, if any.
-    pub fn find(&self, haystack: &[u8]) -> Option<(usize, usize)> {
-        self.inner
-            .find(haystack)
-            .ok()
-            .flatten()
-            .map(|m| (m.start(), m.end()))
-    }
-}
-
-/// Compiles `query` as ripgrep compiles `rg -F QUERY` (`-i` when `case_insensitive`).
-pub fn matcher(query: &str, case_insensitive: bool) -> Result<QueryMatcher, grep_regex::Error> {
-    let inner = RegexMatcherBuilder::new()
-        .multi_line(true)
-        .unicode(true)
-        .octal(false)
-        .fixed_strings(true)
-        .case_insensitive(case_insensitive)
-        .line_terminator(Some(b'\n'))
-        .dot_matches_new_line(false)
-        .ban_byte(Some(b'\x00'))
-        .build(query)?;
-    Ok(QueryMatcher {
-        inner,
-        max_match_bytes: Some(4 * query.chars().count()),
-        regex: false,
-    })
-}
-
-/// Compiles `query` as ripgrep compiles `rg QUERY` when `regex` is set, `rg -F QUERY` otherwise
-/// (`-i` when `case_insensitive`).
-///
-/// A regex is refused as [`crate::check_patterns`] refuses it (`IndexError::InvalidRegex`, with
-/// the reason); a fixed string that is too large to compile is refused with
-/// the `Limit` code.
-///
-/// # Example
-///
-/// ```
-/// let m = search_profile::query_matcher(r"fn\s+ma[a-z]n", true, false)?;
-/// assert_eq!(m.find(b"pub fn  main()"), Some((4, 12)));
-/// assert_eq!(m.max_match_bytes(), None);
-/// let fixed = search_profile::query_matcher("a.b", false, true)?;
-/// assert_eq!(fixed.find(b"axb A.B"), Some((4, 7)));
-/// assert!(search_profile::query_matcher("fn (", true, false).is_err());
-/// # Ok::<(), index_contract::IndexError>(())
-/// ```
-pub fn query_matcher(
-    query: &str,
-    regex: bool,
-    case_insensitive: bool,
-) -> Result<QueryMatcher, IndexError> {
-    if !regex {
-        return matcher(query, case_insensitive).map_err(|_| IndexError::InvalidArgument {
-            argument: "query",
-            problem: "could not be compiled into a matcher (it is too large)",
-            code: ErrorCode::Limit,
-        });
-    }
-    let inner = crate::pattern::regex_builder(case_insensitive)
-        .build(query)
-        .map_err(|e| IndexError::InvalidRegex {
-            reason: crate::pattern::regex_rejection(query, &e),
-        })?;
-    Ok(QueryMatcher {
-        inner,
-        max_match_bytes: regex_max_len(query, case_insensitive),
-        regex: true,
-    })
-}
-
-/// The most bytes a match of the regex can span, from its syntax parsed as grep-regex parses it
-/// (stripping the line terminator, which grep-regex does after, only shortens matches). `None`
-/// when repetition leaves it unbounded, or when the pattern does not parse here.
-fn regex_max_len(query: &str, case_insensitive: bool) -> Option<usize> {
-    regex_hir(query, case_insensitive)?
-        .properties()
-        .maximum_len()
-}
-
-/// The regex's syntax, parsed and translated as grep-regex parses it; `None` when it does not.
-pub(crate) fn regex_hir(query: &str, case_insensitive: bool) -> Option<regex_syntax::hir::Hir> {
-    regex_syntax::ParserBuilder::new()
-        .utf8(false)
-        .unicode(true)
-        .octal(false)
-        .case_insensitive(case_insensitive)
-        .multi_line(true)
-        .dot_matches_new_line(false)
-        .build()
-        .parse(query)
-        .ok()
-}
-
-/// Tells a search whether to stop now (deadline, cancellation). Checked on every read, so even a
-/// huge file without matches is abandoned promptly.
-pub trait SearchControl {
-    /// Whether the search must stop.
-    fn should_stop(&self) -> bool;
-}
-
-/// A [`SearchControl`] that never stops.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NeverStop;
-
-impl SearchControl for NeverStop {
-    fn should_stop(&self) -> bool {
-        false
-    }
-}
-
-/// One matching line, as a sink sees it.
-#[derive(Debug)]
-pub struct LineMatch<'a> {
-    /// 1-based line number.
-    pub line_number: u64,
-    /// The line (with its terminator), or on the stream path a window of it.
-    pub line: &'a [u8],
-    /// The first match's byte range within `line`.
-    pub start: usize,
-    /// See `start`.
-    pub end: usize,
-    /// 1-based byte column of the match within the whole line.
-    pub column: u64,
-    /// `line` is a window of a longer line.
-    pub partial: bool,
-    /// With [`ContextConfig::before`]: the lines before this one, nearest last, each without its
-    /// terminator and cut to [`ContextConfig::line_bytes`]. Fewer at the start of the file; empty
-    /// without context.
-    pub before: &'a [String],
-    /// With [`ContextConfig::after`]: the lines after this one, nearest first, cut likewise.
-    /// Fewer at the end of the file (or where a NUL ended the search); empty without context.
-    pub after: &'a [String],
-}
 
 /// Context lines around each matching line: ripgrep's `-B before -A after`, per matching line.
 ///
@@ -678,13 +514,14 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
 }
 
 #[cfg(test)]
+mod stream_tests;
+
+#[cfg(test)]
 mod tests {
     use std::io::{Seek, Write};
 
-    use super::{
-        ContextConfig, FileSearcher, LineSink, NeverStop, SearchFileError, build_searcher,
-        query_matcher,
-    };
+    use super::{ContextConfig, FileSearcher, LineSink, SearchFileError, build_searcher};
+    use crate::{NeverStop, query_matcher};
     use std::collections::VecDeque;
 
     fn file_of(text: &[u8]) -> std::fs::File {
@@ -855,7 +692,7 @@ mod tests {
     fn numbered(text: &[u8], query: &str) -> Numbered {
         let m = query_matcher(query, false, false).unwrap();
         let mut hits = Vec::new();
-        let mut sink = |l: super::LineMatch<'_>| {
+        let mut sink = |l: crate::LineMatch<'_>| {
             hits.push((l.line_number, l.column));
             true
         };

@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::segment::Stamp;
-use crate::write::stamp_of;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
@@ -58,7 +57,7 @@ pub(crate) struct DirCache {
 }
 
 fn lstat(path: &Path) -> Option<Stamp> {
-    std::fs::symlink_metadata(path).ok().map(|m| stamp_of(&m))
+    std::fs::symlink_metadata(path).ok().map(|m| Stamp::of(&m))
 }
 
 /// The directory part of a repo-relative path (`""` at the root).
@@ -314,28 +313,19 @@ impl DirCache {
 
     /// Reads the cache file in `dir`; `None` when it is missing, damaged, or larger than
     /// [`MAX_BYTES`] (refused by its size, before a byte of it is read).
-    pub(crate) fn read(dir: &search_profile::RootDir) -> Option<DirCache> {
-        let file = dir.open_file(DIR_CACHE).ok()?;
-        decode(&search_profile::read_bounded(&file, MAX_BYTES).ok()?)
+    pub(crate) fn read(dir: &index_storage::IndexDir) -> Option<DirCache> {
+        decode(&dir.read(DIR_CACHE, MAX_BYTES).ok()?)
     }
 
     /// Writes the cache file in `dir` by a temporary name and a rename (no fsync: a cache lost
     /// in a crash only costs one walk). A cache over [`MAX_BYTES`] is not written: a reader
     /// would refuse it.
-    pub(crate) fn write(&self, dir: &Path) {
+    pub(crate) fn write(&self, dir: &index_storage::IndexDir) {
         let bytes = encode(self);
         if bytes.len() as u64 > MAX_BYTES {
             return;
         }
-        let tmp = dir.join(format!(
-            ".{DIR_CACHE}.{}.tmp",
-            crate::write::unique_suffix()
-        ));
-        if std::fs::write(&tmp, bytes).is_err()
-            || std::fs::rename(&tmp, dir.join(DIR_CACHE)).is_err()
-        {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let _ = dir.write_unsynced(DIR_CACHE, &bytes);
     }
 }
 

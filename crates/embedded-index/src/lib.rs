@@ -71,6 +71,7 @@ use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
 };
+use index_storage::IndexDir;
 use search_profile::RootDir;
 use search_profile::rank::Prior;
 
@@ -134,7 +135,7 @@ pub struct EmbeddedIndex {
     /// The index directory's path, and the directory opened: index files are opened beneath it
     /// the same way. Reopened when the path comes to name another directory (deleted, re-cloned).
     dir_path: PathBuf,
-    dir_handle: RwLock<Arc<RootDir>>,
+    dir_handle: RwLock<Arc<IndexDir>>,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
@@ -304,7 +305,6 @@ impl EmbeddedIndex {
     ) -> std::io::Result<EmbeddedIndex> {
         let root = root.as_ref().canonicalize()?;
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir)?;
         let index = EmbeddedIndex {
             root_dir: RwLock::new(Arc::new(RootDir::open(&root)?)),
             root,
@@ -313,7 +313,7 @@ impl EmbeddedIndex {
             writer: Mutex::new(()),
             cursor: Mutex::new(None),
             building: AtomicBool::new(false),
-            dir_handle: RwLock::new(Arc::new(RootDir::open(&dir)?)),
+            dir_handle: RwLock::new(Arc::new(IndexDir::create(&dir)?)),
             dir_path: dir,
         };
         if let Err(LoadError::Io(e)) = index.load() {
@@ -336,7 +336,7 @@ impl EmbeddedIndex {
     }
 
     /// The index directory, opened.
-    pub(crate) fn dir(&self) -> Arc<RootDir> {
+    pub(crate) fn dir(&self) -> Arc<IndexDir> {
         self.dir_handle
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -381,8 +381,7 @@ impl EmbeddedIndex {
         }
         if !self.dir().is_still_at_path() {
             // The directory was deleted or replaced: start over in whatever is there now.
-            let reopened = std::fs::create_dir_all(&self.dir_path)
-                .and_then(|()| RootDir::open(&self.dir_path));
+            let reopened = IndexDir::create(&self.dir_path);
             if let Ok(d) = reopened {
                 *self.dir_handle.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(d);
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = (Current::Failed, None);

@@ -16,7 +16,6 @@ use crate::dircache::DirCache;
 
 use crate::segment::{Stamp, flags};
 use crate::snapshot::Snapshot;
-use crate::write::stamp_of;
 use crate::{EmbeddedIndex, EmbeddedIndexError};
 
 /// What a refresh did.
@@ -149,7 +148,7 @@ impl EmbeddedIndex {
             });
         }
         let (walked, complete) =
-            selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| stamp_of(&m)));
+            selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| Stamp::of(&m)));
         Ok((Selected::Walked(walked), complete))
     }
 
@@ -170,11 +169,11 @@ impl EmbeddedIndex {
             move |e: FileEntry<'_>| match e {
                 FileEntry::File { rel, entry } => {
                     if let Ok(m) = entry.metadata() {
-                        local.files.push((rel.to_owned(), stamp_of(&m)));
+                        local.files.push((rel.to_owned(), Stamp::of(&m)));
                     }
                 }
                 FileEntry::Dir { rel, entry } => match entry.metadata() {
-                    Ok(m) => local.dirs.push((rel.to_owned(), stamp_of(&m))),
+                    Ok(m) => local.dirs.push((rel.to_owned(), Stamp::of(&m))),
                     Err(_) => complete.store(false, std::sync::atomic::Ordering::Relaxed),
                 },
                 FileEntry::Unreadable { io: true } => {
@@ -190,7 +189,7 @@ impl EmbeddedIndex {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
             let names: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
             if let Some(cache) = DirCache::record(&self.root, &names, dirs, walked_at) {
-                cache.write(self.dir().path());
+                cache.write(&self.dir());
             }
         }
         (files, complete)

@@ -13,11 +13,11 @@
 //! All integers little-endian. A segment is written to a temporary name, synced, and renamed:
 //! once it has its name it is never modified, which is what makes mapping it sound.
 
-use std::fs::File;
-use std::io::{self, Write};
-use std::path::Path;
+use std::io;
 
-use memmap2::Mmap;
+use index_storage::{FileError, IndexDir, Mmap, put_varint};
+
+use crate::manifest::SegmentEntry;
 
 const MAGIC: &[u8; 8] = b"RSIDX\0\0\x03";
 /// Bytes of per-doc metadata: prior, flags, stamp.
@@ -41,6 +41,18 @@ impl From<io::Error> for SegmentError {
     }
 }
 
+impl From<FileError> for SegmentError {
+    fn from(e: FileError) -> Self {
+        match e {
+            // A concurrent commit collected it: the reader reads the newer manifest.
+            FileError::Missing => SegmentError::Io(io::Error::from(io::ErrorKind::NotFound)),
+            FileError::Io(e) => SegmentError::Io(e),
+            // A symlink, FIFO or directory where a segment should be is damage.
+            FileError::Damaged => SegmentError::Corrupt,
+        }
+    }
+}
+
 /// What the index knows of a file besides its trigrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct DocMeta {
@@ -55,13 +67,7 @@ pub(crate) struct DocMeta {
 /// A file's identity and version as `stat` reports it. Two equal stamps mean the file was not
 /// written in between, unless it was written within the file system's timestamp granularity of
 /// the read: such a read is flagged [`flags::RACY`] and never trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Stamp {
-    pub(crate) len: u64,
-    pub(crate) mtime_ns: u64,
-    pub(crate) ctime_ns: u64,
-    pub(crate) ino: u64,
-}
+pub(crate) use index_storage::Stamp;
 
 /// Bits of [`DocMeta::flags`].
 pub(crate) mod flags {
@@ -80,14 +86,6 @@ pub(crate) struct DocTrigrams {
     pub(crate) path: String,
     pub(crate) trigrams: Vec<u32>,
     pub(crate) meta: DocMeta,
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// Serializes segments with a counting sort over the 2^24 trigram space: two passes over the
@@ -210,32 +208,6 @@ pub(crate) fn encode_lists<'a, 'b>(
     (out, crc)
 }
 
-/// Writes bytes to `dir/name` durably: a temporary file of a name unique to this writer, fsync,
-/// rename. The rename replaces the directory entry, never the old file's bytes, so a reader that
-/// mapped the old file keeps reading it intact.
-pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.{}.tmp", crate::write::unique_suffix()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, dir.join(name))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
-/// A file's identity as `stat` reports it: size, inode, mtime and ctime in nanoseconds.
-pub(crate) fn file_identity(m: &std::fs::Metadata) -> [u64; 4] {
-    let s = crate::write::stamp_of(m);
-    [s.len, s.ino, s.mtime_ns, s.ctime_ns]
-}
-
 /// A mapped, checked segment.
 pub(crate) struct Segment {
     map: Mmap,
@@ -266,7 +238,7 @@ impl Segment {
     /// Maps and checks a segment: magic, bounds and the crc over the whole file, which must also
     /// equal the crc the manifest recorded.
     pub(crate) fn open(
-        dir: &search_profile::RootDir,
+        dir: &IndexDir,
         name: &str,
         expected_crc: u32,
     ) -> Result<Segment, SegmentError> {
@@ -279,35 +251,21 @@ impl Segment {
     /// `touch` changes the identity, and the whole file is checked again. What this leaves to the
     /// file system is silent media corruption, which changes no metadata.
     pub(crate) fn open_committed(
-        dir: &search_profile::RootDir,
+        dir: &IndexDir,
         name: &str,
         expected_crc: u32,
         identity: Option<[u64; 4]>,
     ) -> Result<Segment, SegmentError> {
-        let file: File = dir.open_file(name).map_err(|e| match e {
-            search_profile::OpenError::Io(e) => SegmentError::Io(e),
-            search_profile::OpenError::Missing => {
-                SegmentError::Io(io::Error::from(io::ErrorKind::NotFound))
-            }
-            // A symlink, FIFO or directory where a segment should be is damage.
-            _ => SegmentError::Corrupt,
-        })?;
-        // The size first: a damaged segment of any size costs nothing to refuse.
-        let meta = file.metadata()?;
-        if meta.len() < (HEADER + 4) as u64 || meta.len() > MAX_SEGMENT_BYTES {
-            return Err(SegmentError::Corrupt);
-        }
-        // SAFETY: segment files are immutable once renamed into place (see the module docs), and
-        // the index directory belongs to this index; nothing truncates or rewrites them while
-        // mapped.
-        #[allow(unsafe_code)]
-        let map = unsafe { Mmap::map(&file)? };
-        let b = &map[..];
-        if b.len() as u64 != meta.len() || &b[..8] != MAGIC {
+        // Opened as every index file is (a regular file, no symlink), and refused by its size
+        // before it is mapped: a damaged segment of any size costs nothing to refuse.
+        let mapped = dir.map(name, (HEADER + 4) as u64..=MAX_SEGMENT_BYTES)?;
+        let len = mapped.stamp.len;
+        let b = &mapped.map[..];
+        if &b[..8] != MAGIC {
             return Err(SegmentError::Corrupt);
         }
         let end = u64_at(b, 40);
-        if end.checked_add(4) != Some(meta.len()) {
+        if end.checked_add(4) != Some(len) {
             return Err(SegmentError::Corrupt);
         }
         let end = end as usize;
@@ -315,20 +273,12 @@ impl Segment {
         if crc != expected_crc {
             return Err(SegmentError::Corrupt);
         }
-        // The checksum reads the file through one small buffer, not through the map: checking a
-        // segment costs no memory for its size, and only the parts a query reads become resident.
-        let untouched = identity.is_some_and(|id| file_identity(&meta) == id);
-        if !untouched {
-            let mut hasher = crc32fast::Hasher::new();
-            search_profile::read_in_chunks(&file, end as u64, |bytes| hasher.update(bytes))
-                .map_err(|e| match e.kind() {
-                    io::ErrorKind::UnexpectedEof => SegmentError::Corrupt,
-                    _ => SegmentError::Io(e),
-                })?;
-            if hasher.finalize() != crc {
-                return Err(SegmentError::Corrupt);
-            }
+        let untouched = identity.is_some_and(|id| SegmentEntry::identity_of(mapped.stamp) == id);
+        if !untouched && mapped.crc32(end as u64)? != crc {
+            return Err(SegmentError::Corrupt);
         }
+        let map = mapped.map;
+        let b = &map[..];
         // The header's offsets are checked in u64 before any is used: a crafted file whose crc the
         // manifest also records must still be `Corrupt`, never an overflow or a panic.
         let (n_docs, n_trigrams) = (u64::from(u32_at(b, 8)), u64::from(u32_at(b, 12)));
@@ -488,20 +438,13 @@ impl Segment {
             return Vec::new();
         };
         let mut out = Vec::with_capacity(count);
-        let mut pos = self.postings_off + off;
+        let bytes = &self.map[..self.end];
+        let mut pos = self.postings_off.saturating_add(off);
         let mut prev = 0u32;
-        while out.len() < count && pos < self.end {
-            let mut v = 0u32;
-            let mut shift = 0;
-            while pos < self.end {
-                let byte = self.map[pos];
-                pos += 1;
-                v |= u32::from(byte & 0x7f).checked_shl(shift).unwrap_or(0);
-                shift += 7;
-                if byte & 0x80 == 0 {
-                    break;
-                }
-            }
+        while out.len() < count {
+            let Some(v) = index_storage::read_varint(bytes, &mut pos) else {
+                break;
+            };
             prev = prev.wrapping_add(v);
             if prev >= self.n_docs {
                 break;
@@ -529,9 +472,9 @@ impl Segment {
 mod tests {
     use super::{
         DocMeta, DocTrigrams, Encoder, HEADER, META, Segment, SegmentError, Stamp, encode_lists,
-        flags, put_varint, write_durably,
+        flags, put_varint,
     };
-    use search_profile::RootDir;
+    use index_storage::IndexDir;
 
     /// Trigrams of a few distinct shapes: the smallest, the largest of the 2^24 space, and some
     /// in between.
@@ -580,8 +523,8 @@ mod tests {
     /// Writes `bytes` as a segment named `seg` in a fresh directory and opens it expecting `crc`.
     fn open_bytes(bytes: &[u8], crc: u32) -> Result<Segment, SegmentError> {
         let dir = tempfile::tempdir().unwrap();
-        write_durably(dir.path(), "seg", bytes).unwrap();
-        let root = RootDir::open(dir.path()).unwrap();
+        let root = IndexDir::open(dir.path()).unwrap();
+        root.write_durably("seg", bytes).unwrap();
         Segment::open(&root, "seg", crc)
     }
 
@@ -734,9 +677,9 @@ mod tests {
     fn a_byte_written_after_the_commit_is_caught_though_the_scan_is_skipped_when_untouched() {
         let (bytes, crc) = encode(&sample_docs());
         let dir = tempfile::tempdir().unwrap();
-        write_durably(dir.path(), "seg", &bytes).unwrap();
-        let root = RootDir::open(dir.path()).unwrap();
-        let identity = super::file_identity(&std::fs::metadata(dir.path().join("seg")).unwrap());
+        let root = IndexDir::open(dir.path()).unwrap();
+        root.write_durably("seg", &bytes).unwrap();
+        let identity = crate::manifest::SegmentEntry::identity_of(root.stamp("seg").unwrap());
         // Untouched: opens with the recorded identity.
         assert!(Segment::open_committed(&root, "seg", crc, Some(identity)).is_ok());
         // Any later write changes the identity (ctime at least), so the scan runs and fails.

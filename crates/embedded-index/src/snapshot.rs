@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use search_profile::PathKey;
 
 use index_contract::{IndexState, IndexStatus, UnixMillis};
-use search_profile::RootDir;
+use index_storage::{FileError, IndexDir, MANIFEST, Stamp};
 
-use crate::manifest::{self, MANIFEST, Manifest, ManifestError};
+use crate::manifest::{FORMAT, Manifest};
 use crate::segment::{Segment, SegmentError};
 
 /// One committed version: the manifest and its mapped segments.
@@ -46,10 +46,6 @@ pub(crate) enum LoadError {
     /// Reading failed (other than a file vanishing under a concurrent commit, which is retried).
     Io(std::io::Error),
 }
-
-/// How often a reader tries again when a concurrent commit removed a segment it was about to
-/// map: each retry reads the newer manifest, so this only runs out under a storm of commits.
-const LOAD_ATTEMPTS: usize = 50;
 
 impl Snapshot {
     pub(crate) fn empty() -> Snapshot {
@@ -138,21 +134,16 @@ impl Snapshot {
     /// `previous` are reused, so a commit opens only the segments it wrote: its cost follows the
     /// change, not the corpus.
     fn load(
-        dir: &RootDir,
+        dir: &IndexDir,
         manifest: Manifest,
         previous: Option<&Snapshot>,
     ) -> Result<Snapshot, SegmentError> {
         let mut segments = Vec::with_capacity(manifest.segments.len());
         let mut deleted = Vec::with_capacity(manifest.segments.len());
         let mut live_count = 0usize;
-        for (si, entry) in manifest.segments.iter().enumerate() {
-            let reused = previous.and_then(|p| {
-                p.manifest
-                    .segments
-                    .iter()
-                    .position(|e| e.file == entry.file && e.crc32 == entry.crc32)
-                    .map(|i| p.segments[i].clone())
-            });
+        let previous = previous.map(|p| (&p.manifest.segments[..], &p.segments[..]));
+        for entry in &manifest.segments {
+            let reused = index_storage::reuse(previous, entry, Manifest::file);
             let reused_none = reused.is_none();
             let seg = match reused {
                 Some(seg) => seg,
@@ -171,7 +162,6 @@ impl Snapshot {
                 return Err(SegmentError::Corrupt);
             }
             live_count += seg.n_docs() as usize - del.len();
-            let _ = si;
             segments.push(seg);
             deleted.push(del);
         }
@@ -189,26 +179,25 @@ impl Snapshot {
     /// Reads the committed version. When a segment the manifest names is gone, another process
     /// committed and collected it in between: read its newer manifest and try again.
     pub(crate) fn read_committed(
-        dir: &RootDir,
+        dir: &IndexDir,
         previous: Option<&Snapshot>,
     ) -> Result<Snapshot, LoadError> {
-        for _ in 0..LOAD_ATTEMPTS {
-            let m = match manifest::read(dir) {
-                Ok(m) => m,
-                Err(ManifestError::Missing) => return Ok(Snapshot::empty()),
-                Err(ManifestError::Corrupt) => return Err(LoadError::Corrupt),
-                Err(ManifestError::Io(e)) => return Err(LoadError::Io(e)),
-            };
-            match Snapshot::load(dir, m, previous) {
-                Ok(s) => return Ok(s),
-                Err(SegmentError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::thread::sleep(std::time::Duration::from_millis(2));
-                }
-                Err(SegmentError::Io(e)) => return Err(LoadError::Io(e)),
-                Err(SegmentError::Corrupt) => return Err(LoadError::Corrupt),
-            }
-        }
-        Err(LoadError::Corrupt)
+        index_storage::load_committed(
+            || {
+                let m = match dir.read_manifest::<Manifest>(FORMAT) {
+                    Ok(m) => m,
+                    Err(FileError::Missing) => return Ok(Snapshot::empty()),
+                    Err(FileError::Damaged) => return Err(LoadError::Corrupt),
+                    Err(FileError::Io(e)) => return Err(LoadError::Io(e)),
+                };
+                Snapshot::load(dir, m, previous).map_err(|e| match e {
+                    SegmentError::Io(e) => LoadError::Io(e),
+                    SegmentError::Corrupt => LoadError::Corrupt,
+                })
+            },
+            |e| matches!(e, LoadError::Io(e) if e.kind() == std::io::ErrorKind::NotFound),
+            || LoadError::Corrupt,
+        )
     }
 
     /// Records that a refresh found this commit current at `at` (ms since the epoch).
@@ -243,38 +232,12 @@ impl Snapshot {
 }
 
 /// The identity of the committed manifest file: every commit renames a new file into place, so a
-/// different identity means another commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ManifestId {
-    ino: u64,
-    len: u64,
-    mtime_ns: i128,
-}
+/// different stamp means another commit.
+pub(crate) type ManifestId = Stamp;
 
 /// The identity of the manifest now, or `None` when there is none.
-pub(crate) fn manifest_id(dir: &RootDir) -> Option<ManifestId> {
-    let m = std::fs::symlink_metadata(dir.path().join(MANIFEST)).ok()?;
-    #[cfg(unix)]
-    let (ino, mtime_ns) = {
-        use std::os::unix::fs::MetadataExt;
-        (
-            m.ino(),
-            i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        )
-    };
-    #[cfg(not(unix))]
-    let (ino, mtime_ns) = (
-        0,
-        m.modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128),
-    );
-    Some(ManifestId {
-        ino,
-        len: m.len(),
-        mtime_ns,
-    })
+pub(crate) fn manifest_id(dir: &IndexDir) -> Option<ManifestId> {
+    dir.stamp(MANIFEST)
 }
 
 #[cfg(test)]

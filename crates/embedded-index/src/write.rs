@@ -7,77 +7,26 @@
 //! intact after a newer commit removed it from the directory.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use index_contract::UnixMillis;
+use index_storage::{LockError, Wait, WriterLock, unique_name_part};
 use search_profile::rank::Prior;
 
-use crate::manifest::{self, FORMAT, Manifest, SegmentEntry};
+use crate::manifest::{FORMAT, Manifest, SegmentEntry};
 use crate::segment::{DocMeta, DocTrigrams, Encoder, Segment, Stamp, flags};
 use crate::snapshot::Snapshot;
 use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
-
-/// The lock file's name in the index directory.
-pub(crate) const LOCK: &str = "LOCK";
 
 /// A file modified less than this before it was read may change again within the same mtime
 /// tick ("racy clean" in git's words): its stamp cannot vouch for it, so it is read again.
 const RACY_WINDOW: Duration = Duration::from_secs(2);
 
-/// A name part unique to this writer: process id, time and a counter.
-pub(crate) fn unique_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{:x}-{:x}-{}",
-        std::process::id(),
-        nanos & 0xffff_ffff_ffff,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Held while writing: the in-process mutex and the OS lock on `LOCK`.
+/// Held while writing: the in-process mutex and the directory's writer lock.
 pub(crate) struct WriteLock<'a> {
     _mutex: MutexGuard<'a, ()>,
-    _file: File,
-}
-
-/// A file's stamp from its metadata.
-pub(crate) fn stamp_of(m: &std::fs::Metadata) -> Stamp {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| {
-            (s as u64)
-                .wrapping_mul(1_000_000_000)
-                .wrapping_add(n as u64)
-        };
-        Stamp {
-            len: m.len(),
-            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
-            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
-            ino: m.ino(),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let ns = m
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as u64);
-        Stamp {
-            len: m.len(),
-            mtime_ns: ns,
-            ctime_ns: 0,
-            ino: 0,
-        }
-    }
+    _lock: WriterLock,
 }
 
 fn is_racy(stamp: &Stamp, now: SystemTime) -> bool {
@@ -94,34 +43,26 @@ impl EmbeddedIndex {
         &self,
         deadline: Option<Instant>,
     ) -> Result<WriteLock<'_>, EmbeddedIndexError> {
-        let mut pause = Duration::from_millis(1);
-        let mut wait = || -> Result<(), EmbeddedIndexError> {
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(EmbeddedIndexError::Busy);
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(20));
-            Ok(())
-        };
+        let mut wait = Wait::until(deadline);
         let mutex = loop {
             match self.writer.try_lock() {
                 Ok(g) => break g,
                 Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => wait()?,
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if !wait.pause() {
+                        return Err(EmbeddedIndexError::Busy);
+                    }
+                }
             }
         };
-        let file = open_lock_file(self.dir().path())?;
-        loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => wait()?,
-                Err(std::fs::TryLockError::Error(e)) => return Err(EmbeddedIndexError::Io(e)),
-            }
-        }
+        let lock = self.dir().lock(&mut wait).map_err(|e| match e {
+            LockError::Busy => EmbeddedIndexError::Busy,
+            LockError::Io(e) => EmbeddedIndexError::Io(e),
+        })?;
         self.sync_with(true);
         Ok(WriteLock {
             _mutex: mutex,
-            _file: file,
+            _lock: lock,
         })
     }
 
@@ -161,7 +102,7 @@ impl EmbeddedIndex {
                 };
                 let read = file.and_then(|file| {
                     let now = SystemTime::now();
-                    let stamp = file.metadata().ok().map(|m| stamp_of(&m))?;
+                    let stamp = file.metadata().ok().map(|m| Stamp::of(&m))?;
                     let trigrams = ex.extract_reader(&file).ok()?;
                     Some((stamp, now, trigrams))
                 });
@@ -196,7 +137,7 @@ impl EmbeddedIndex {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
-        let suffix = unique_suffix();
+        let suffix = unique_name_part();
         let mut encoder: Option<Encoder> = None;
         let mut entries = Vec::new();
         let mut batch: Vec<DocTrigrams> = Vec::new();
@@ -209,15 +150,7 @@ impl EmbeddedIndex {
             }
             let file = format!("seg-{generation}-{suffix}-{}.idx", entries.len());
             let enc = encoder.get_or_insert_with(Encoder::new);
-            let (bytes, crc) = enc.encode(batch);
-            crate::segment::write_durably(self.dir().path(), &file, &bytes)?;
-            entries.push(SegmentEntry {
-                identity: self.identity_of(&file),
-                file,
-                crc32: crc,
-                docs: batch.len() as u32,
-                deleted: Vec::new(),
-            });
+            entries.push(self.write_segment(file, enc.encode(batch), batch.len())?);
             batch.clear();
             Ok(())
         };
@@ -236,11 +169,24 @@ impl EmbeddedIndex {
         Ok(entries)
     }
 
-    /// The identity of a segment this writer has just written durably.
-    fn identity_of(&self, file: &str) -> Option<[u64; 4]> {
-        std::fs::symlink_metadata(self.dir().path().join(file))
-            .ok()
-            .map(|m| crate::segment::file_identity(&m))
+    /// Writes an encoded segment (its bytes and crc32) of `docs` documents durably as `file`, a
+    /// name unique to this writer, and returns its manifest entry with the identity it has right
+    /// after the write.
+    fn write_segment(
+        &self,
+        file: String,
+        (bytes, crc32): (Vec<u8>, u32),
+        docs: usize,
+    ) -> Result<SegmentEntry, EmbeddedIndexError> {
+        let dir = self.dir();
+        dir.write_durably(&file, &bytes)?;
+        Ok(SegmentEntry {
+            identity: dir.stamp(&file).map(SegmentEntry::identity_of),
+            file,
+            crc32,
+            docs: docs as u32,
+            deleted: Vec::new(),
+        })
     }
 
     /// Indexes every selected file and commits it as `source_revision`, replacing whatever was
@@ -270,7 +216,7 @@ impl EmbeddedIndex {
 
     /// The generation of the latest commit, or 0 (also for a damaged index, which is replaced).
     fn committed_generation(&self) -> u64 {
-        match manifest::read(&self.dir()) {
+        match self.dir().read_manifest::<Manifest>(FORMAT) {
             Ok(m) => m.generation,
             Err(_) => self.snapshot().map_or(0, |s| s.manifest.generation),
         }
@@ -279,9 +225,10 @@ impl EmbeddedIndex {
     /// Commits a manifest, installs its snapshot and removes files no manifest names. The caller
     /// holds the lock, so no other writer has files in flight.
     fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
-        manifest::commit(self.dir().path(), &m)?;
+        let dir = self.dir();
+        dir.commit_manifest(&m)?;
         let previous = self.snapshot();
-        let snapshot = Snapshot::read_committed(&self.dir(), previous.as_deref())
+        let snapshot = Snapshot::read_committed(&dir, previous.as_deref())
             .map_err(|_| EmbeddedIndexError::Corrupt)?;
         let bytes = snapshot.segments.iter().map(|s| s.bytes() as u64).sum();
         let keep: HashSet<String> = snapshot
@@ -293,17 +240,9 @@ impl EmbeddedIndex {
         self.install(snapshot);
         // Readers that still hold an older snapshot keep their mappings: on Unix a removed file
         // stays readable while mapped. A reader about to map one it no longer finds reads the
-        // newer manifest instead.
-        if let Ok(rd) = std::fs::read_dir(self.dir().path()) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let stale_segment = name.ends_with(".idx") && !keep.contains(&name);
-                let leftover = name.starts_with('.') && name.ends_with(".tmp");
-                if stale_segment || leftover {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
+        // newer manifest instead. Segments are the only files written under the lock besides
+        // the manifest; the directory cache, and whatever else shares the directory, stay.
+        dir.collect_garbage(|name| name.ends_with(".idx"), |name| keep.contains(name));
         Ok(bytes)
     }
 
@@ -395,27 +334,15 @@ impl EmbeddedIndex {
         }
         // A segment holds its docs in path order; the merged ones come from several.
         docs.sort_by(|a, b| search_profile::PathKey::compare(&a.path, &b.path));
-        let file = format!("seg-{generation}-{}-merged.idx", unique_suffix());
-        let (bytes, crc) = Encoder::new().encode(&docs);
-        crate::segment::write_durably(self.dir().path(), &file, &bytes)?;
+        let file = format!("seg-{generation}-{}-merged.idx", unique_name_part());
+        let merged = self.write_segment(file, Encoder::new().encode(&docs), docs.len())?;
         let mut out: Vec<SegmentEntry> = entries
             .into_iter()
             .enumerate()
             .filter(|(i, _)| !small.contains(i))
             .map(|(_, e)| e)
             .collect();
-        out.push(SegmentEntry {
-            identity: self.identity_of(&file),
-            file,
-            crc32: crc,
-            docs: docs.len() as u32,
-            deleted: Vec::new(),
-        });
+        out.push(merged);
         Ok(out)
     }
-}
-
-/// Opens (creating) the lock file without following a symlink and without blocking on a FIFO.
-fn open_lock_file(dir: &std::path::Path) -> Result<File, EmbeddedIndexError> {
-    Ok(search_profile::open_or_create_regular(&dir.join(LOCK))?)
 }

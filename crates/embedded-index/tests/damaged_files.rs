@@ -159,3 +159,28 @@ fn a_large_damaged_segment_is_checksummed_in_bounded_memory() {
     drop(file);
     check_refused_then_rebuilt(&f, "a 3 GiB segment that only its checksum refuses");
 }
+
+/// The manifest or a segment replaced by a symlink to an intact copy of itself, where only the
+/// rule that index files are never opened through a symlink can refuse it: refused, never read
+/// through, and rebuilt by the next refresh, which leaves the link's target alone.
+#[test]
+fn a_symlinked_segment_or_manifest_is_refused_and_rebuilt_never_read_through() {
+    let _serial = rss::serial();
+    for suffix in ["MANIFEST", ".idx"] {
+        let f = Fixture::new();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let copy = elsewhere.path().join("copy");
+        let file = f.file(suffix);
+        std::fs::rename(&file, &copy).unwrap();
+        std::os::unix::fs::symlink(&copy, &file).unwrap();
+        let intact = std::fs::read(&copy).unwrap();
+        check_refused_then_rebuilt(&f, &format!("a symlinked {suffix}"));
+        assert_eq!(
+            std::fs::read(&copy).unwrap(),
+            intact,
+            "{suffix}: target changed"
+        );
+        let link_left = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink());
+        assert!(!link_left, "{suffix}: the link is still in the index");
+    }
+}

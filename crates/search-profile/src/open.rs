@@ -68,20 +68,44 @@ impl RootDir {
     /// Opens `path` (a directory; it may itself be reached through symlinks, as the caller chose
     /// it) as the root.
     pub fn open(path: impl AsRef<Path>) -> io::Result<RootDir> {
-        let path = path.as_ref().to_path_buf();
+        RootDir::open_dir(path.as_ref(), false)
+    }
+
+    /// [`RootDir::open`] for a directory that must itself be a real directory, not a symlink to
+    /// one: a directory an index made for itself, where a link planted in its place must never
+    /// lead its writers elsewhere ([`io::ErrorKind::NotADirectory`]). The components before the
+    /// last are the caller's choice.
+    pub fn open_real(path: impl AsRef<Path>) -> io::Result<RootDir> {
+        RootDir::open_dir(path.as_ref(), true)
+    }
+
+    fn open_dir(path: &Path, real: bool) -> io::Result<RootDir> {
+        let path = path.to_path_buf();
         #[cfg(unix)]
         {
             use rustix::fs::{Mode, OFlags, open};
-            let fd = open(
-                &path,
-                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
+            let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+            if real {
+                flags |= OFlags::NOFOLLOW;
+            }
+            let fd = open(&path, flags, Mode::empty()).map_err(|e| {
+                // A symlink opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR or ELOOP.
+                if real && (e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR) {
+                    io::Error::new(io::ErrorKind::NotADirectory, "not a real directory")
+                } else {
+                    io::Error::from(e)
+                }
+            })?;
             Ok(RootDir { path, fd })
         }
         #[cfg(not(unix))]
         {
-            if !std::fs::metadata(&path)?.is_dir() {
+            let meta = if real {
+                std::fs::symlink_metadata(&path)?
+            } else {
+                std::fs::metadata(&path)?
+            };
+            if !meta.is_dir() {
                 return Err(io::Error::new(
                     io::ErrorKind::NotADirectory,
                     "the root is not a directory",
@@ -487,6 +511,32 @@ mod tests {
         // A directory reached through a symlink is not entered.
         assert_eq!(root.stat_entries("link-dir", &["f.txt"]), [None]);
         assert!(root.stat_entries("", &["a"])[0].is_some_and(|s| !s.is_file));
+    }
+
+    #[test]
+    fn a_real_directory_opens_and_a_link_to_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("real")).unwrap();
+        std::fs::write(d.join("real/f"), "x").unwrap();
+        std::os::unix::fs::symlink("real", d.join("link")).unwrap();
+        std::fs::write(d.join("file"), "x").unwrap();
+        assert!(
+            RootDir::open_real(d.join("real"))
+                .unwrap()
+                .open_file("f")
+                .is_ok()
+        );
+        for refused in ["link", "file"] {
+            let err = RootDir::open_real(d.join(refused)).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::NotADirectory, "{refused}");
+        }
+        let missing = RootDir::open_real(d.join("missing")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        // What the caller named on the way may be a link: only the last component must be real.
+        assert!(RootDir::open_real(d.join("link/../real")).is_ok());
+        // `open` follows the link, as its caller chose.
+        assert!(RootDir::open(d.join("link")).is_ok());
     }
 
     #[test]

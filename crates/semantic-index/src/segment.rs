@@ -25,11 +25,10 @@
 //! crc32 the manifest records before it is used; a segment is never rewritten once committed.
 
 use std::collections::HashMap;
-use std::path::Path;
 
-use memmap2::Mmap;
+use index_storage::{IndexDir, Mmap, put_varint, read_varint};
 
-use crate::StoreError;
+use crate::store::error::StoreError;
 
 const MAGIC: &[u8; 8] = b"RSSEMSG2";
 const HEADER: usize = 8 + 4 * 4 + 8 * 8;
@@ -163,23 +162,23 @@ pub(crate) fn encode(files: &[FileData], dim: usize) -> Vec<u8> {
         let at = post.len() as u32;
         if i % TERMS_PER_BLOCK == 0 {
             heads.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-            varint(&mut entries, 0);
-            varint(&mut entries, t.len() as u32);
+            put_varint(&mut entries, 0);
+            put_varint(&mut entries, t.len() as u32);
             entries.extend_from_slice(t);
-            varint(&mut entries, at);
+            put_varint(&mut entries, at);
         } else {
             let shared = previous.iter().zip(t).take_while(|(a, b)| a == b).count();
-            varint(&mut entries, shared as u32);
-            varint(&mut entries, (t.len() - shared) as u32);
+            put_varint(&mut entries, shared as u32);
+            put_varint(&mut entries, (t.len() - shared) as u32);
             entries.extend_from_slice(&t[shared..]);
-            varint(&mut entries, at - previous_at);
+            put_varint(&mut entries, at - previous_at);
         }
         (previous, previous_at) = (t, at);
-        varint(&mut post, list.len() as u32);
+        put_varint(&mut post, list.len() as u32);
         let mut last = 0u32;
         for &(id, tf) in list {
-            varint(&mut post, id - last);
-            varint(&mut post, tf);
+            put_varint(&mut post, id - last);
+            put_varint(&mut post, tf);
             last = id;
         }
     }
@@ -230,14 +229,6 @@ pub(crate) fn file_words(path: &str) -> Vec<String> {
     words
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// A committed segment, mapped and checked.
 pub(crate) struct Segment {
     map: Mmap,
@@ -252,22 +243,17 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// Maps `path` and checks it against the manifest's `crc32`, its magic and its layout. Its
+    /// Maps the file `name` of `dir` and checks it against the manifest's `crc32`, its magic and
+    /// its layout. It is opened as every index file is (a regular file, no symlink followed), its
     /// size is checked first ([`MAX_SEGMENT_BYTES`]), then its header against that size, and only
     /// then its checksum, read through one small buffer: a damaged segment of any size costs no
-    /// memory for its size. It is opened without following a symlink, and must be a regular file.
-    pub(crate) fn open(path: &Path, crc32: u32) -> Result<Segment, StoreError> {
-        let file = crate::store::open_store_file(path)?;
-        let len = file.metadata().map_err(StoreError::io(path))?.len();
-        if len < HEADER as u64 || len > MAX_SEGMENT_BYTES {
-            return Err(StoreError::Corrupt);
-        }
-        // SAFETY: segment files are written under a fresh name, fsynced and only then named by a
-        // manifest; nothing writes to one afterwards, and they are deleted (never truncated) once
-        // no manifest names them, which leaves an existing map intact.
-        #[allow(unsafe_code)]
-        let map = unsafe { Mmap::map(&file) }.map_err(StoreError::io(path))?;
-        if map.len() as u64 != len || &map[..8] != MAGIC {
+    /// memory for its size.
+    pub(crate) fn open(dir: &IndexDir, name: &str, crc32: u32) -> Result<Segment, StoreError> {
+        let mapped = dir
+            .map(name, HEADER as u64..=MAX_SEGMENT_BYTES)
+            .map_err(StoreError::file(dir, name))?;
+        let (map, len) = (&mapped.map, mapped.stamp.len);
+        if &map[..8] != MAGIC {
             return Err(StoreError::Corrupt);
         }
         let u32_at = |i: usize| u32::from_le_bytes([map[i], map[i + 1], map[i + 2], map[i + 3]]);
@@ -297,14 +283,7 @@ impl Segment {
         if !sizes_fit {
             return Err(StoreError::Corrupt);
         }
-        let mut hasher = crc32fast::Hasher::new();
-        search_profile::read_in_chunks(&file, len, |bytes| hasher.update(bytes)).map_err(|e| {
-            match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => StoreError::Corrupt,
-                _ => StoreError::io(path)(e),
-            }
-        })?;
-        if hasher.finalize() != crc32 {
+        if mapped.crc32(len).map_err(StoreError::file(dir, name))? != crc32 {
             return Err(StoreError::Corrupt);
         }
         // Rows that point past their tables are damage: a query indexes by them unchecked.
@@ -326,7 +305,7 @@ impl Segment {
             .map(|c| u32_at(at[1] + c * CHUNK_ROW + 24) as f32)
             .collect();
         Ok(Segment {
-            map,
+            map: mapped.map,
             n_files,
             n_chunks,
             dim: d,
@@ -480,17 +459,7 @@ impl Segment {
 
     /// The varint at `at` (moved past it), or `None` past the end of the map.
     fn varint(&self, at: &mut usize) -> Option<u32> {
-        let mut v = 0u32;
-        let mut shift = 0;
-        loop {
-            let b = *self.map.get(*at)?;
-            *at += 1;
-            v |= u32::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-            shift += 7;
-        }
+        read_varint(&self.map, at)
     }
 
     /// Calls `f(id, term frequency)` for each posting of a list [`Segment::lookup`] found,
@@ -541,11 +510,10 @@ mod tests {
             })
             .collect();
         let bytes = encode(&files, 4);
-        let dir = std::env::temp_dir().join(format!("segment-dict-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("seg");
-        std::fs::write(&path, &bytes).expect("write");
-        let seg = Segment::open(&path, crc32fast::hash(&bytes)).expect("opens");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = IndexDir::open(tmp.path()).expect("opens");
+        dir.write_durably("seg", &bytes).expect("write");
+        let seg = Segment::open(&dir, "seg", crc32fast::hash(&bytes)).expect("opens");
         for (i, w) in words.iter().enumerate() {
             assert_eq!(seg.postings(w), vec![(i as u32, 1 + i as u32 % 3)], "{w:?}");
             assert_eq!(seg.chunk_hash(i as u32), &[i as u8; HASH_BYTES]);
@@ -565,6 +533,5 @@ mod tests {
         ] {
             assert_eq!(seg.lookup(absent), None, "{absent:?}");
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -23,6 +23,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use index_storage::IndexDir;
+
 use crate::segment::HASH_BYTES;
 
 const MAGIC: &[u8; 8] = b"RSVECLG2";
@@ -248,53 +250,45 @@ impl VectorLog {
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        // Temporary files a killed rewrite left: old enough that no running rewrite owns them.
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let prefix = format!(".{name}.");
-        if let Some(dir) = self.path.parent()
-            && let Ok(listing) = std::fs::read_dir(dir)
-        {
-            for entry in listing.flatten() {
-                let stale = entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age > STALE_TEMP);
-                if stale && entry.file_name().to_string_lossy().starts_with(&prefix) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
-            }
-        }
-        let temp = self.path.with_file_name(format!(
-            "{prefix}{}.{}",
-            std::process::id(),
-            TEMP_NAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file = open_regular(&temp, true)?;
-            file.set_len(0)?;
-            let mut out = MAGIC.to_vec();
-            out.extend_from_slice(&self.key);
-            out.extend(
-                self.records(
-                    entries
-                        .iter()
-                        .filter(|(_, v)| v.len() == self.dim)
-                        .take(self.limit),
-                ),
-            );
-            file.write_all(&out)?;
-            file.sync_data()?;
-            std::fs::rename(&temp, &self.path)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&self.key);
+        out.extend(
+            self.records(
+                entries
+                    .iter()
+                    .filter(|(_, v)| v.len() == self.dim)
+                    .take(self.limit),
+            ),
+        );
+        let written = self.replace(&out);
         if locked {
             let _ = old.unlock();
         }
         written
+    }
+
+    /// Replaces the file with `bytes` as every index file is written: a temporary file of a name
+    /// unique to this writer, fsync, rename, fsync of the directory. The temporary files that
+    /// killed writers left beside it, old enough that no running writer owns them, are removed
+    /// first.
+    fn replace(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let (Some(dir), Some(name)) = (
+            self.path.parent(),
+            self.path.file_name().and_then(|n| n.to_str()),
+        ) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the log's path names no file",
+            ));
+        };
+        let dir = IndexDir::open(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })?;
+        dir.remove_stale_temps();
+        dir.write_durably(name, bytes)?;
+        dir.sync()
     }
 }
 
@@ -325,13 +319,6 @@ fn same_file(file: &File, path: &Path) -> bool {
         true
     }
 }
-
-/// How old a rewrite's temporary file must be for the next rewrite to take it for a killed
-/// one's: a rewrite of the largest log takes well under a second.
-const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Makes the names of one process's temporary files distinct.
-static TEMP_NAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Opens a regular file without following a symlink (never blocking on a FIFO): read-only and
 /// never created, or for writing and created when missing.
@@ -495,16 +482,16 @@ mod tests {
         assert_eq!(a.records_on_disk(), 3);
         // What a rewrite killed before its rename left, long ago, and what a running one is
         // writing now.
-        let killed = dir.path().join(".vectors.999999.0");
+        let killed = dir.path().join(".vectors.f423f-0-0.tmp");
         std::fs::write(&killed, b"half a log").unwrap();
-        let old = std::time::SystemTime::now() - 2 * STALE_TEMP;
+        let old = std::time::SystemTime::now() - 2 * index_storage::STALE_TEMP;
         std::fs::File::options()
             .write(true)
             .open(&killed)
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let running = dir.path().join(".vectors.999998.0");
+        let running = dir.path().join(".vectors.f423e-0-0.tmp");
         std::fs::write(&running, b"a log being written").unwrap();
         a.rewrite(&[entry(2, 3), entry(7, 3), entry(8, 4)]).unwrap();
         assert!(!killed.exists(), "a killed rewrite's file was left");

@@ -140,6 +140,62 @@ fn a_large_damaged_semantic_segment_is_checksummed_in_bounded_memory() {
     });
 }
 
+/// The manifest, a segment or the IDF table replaced by a symlink to an intact copy of itself,
+/// where only the rule that index files are never opened through a symlink can refuse it:
+/// refused, never read through, and rebuilt by the next catch-up, which leaves the link's target
+/// alone.
+#[test]
+fn a_symlinked_semantic_segment_or_manifest_is_refused_and_rebuilt_never_read_through() {
+    for suffix in ["MANIFEST", ".sem", ".bin"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = catch_up(dir.path(), "r1");
+        let answer = best(&store);
+        drop(store);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let copy = elsewhere.path().join("copy");
+        let linked = file(dir.path(), suffix);
+        std::fs::rename(&linked, &copy).unwrap();
+        std::os::unix::fs::symlink(&copy, &linked).unwrap();
+        let intact = std::fs::read(&copy).unwrap();
+        let opened = Store::open(dir.path());
+        assert!(
+            matches!(opened, Err(StoreError::Corrupt)),
+            "{suffix}: {:?}",
+            opened.map(|s| s.map(|s| s.revision().to_owned()))
+        );
+        let (repaired, stats) = catch_up(dir.path(), "r2");
+        assert!(stats.rebuilt, "{suffix}: {stats:?}");
+        assert_eq!(best(&repaired), answer, "{suffix}");
+        assert_eq!(
+            std::fs::read(&copy).unwrap(),
+            intact,
+            "{suffix}: target changed"
+        );
+        let link_left =
+            std::fs::symlink_metadata(&linked).is_ok_and(|m| m.file_type().is_symlink());
+        assert!(!link_left, "{suffix}: the link is still in the store");
+    }
+}
+
+/// A store directory that is a symlink is neither read nor written through: the store counts as
+/// unusable (an error, which a host answers without the store), and nothing lands in the target.
+#[test]
+fn a_symlinked_store_directory_is_refused_never_written_through() {
+    let outer = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let real = outer.path().join("real");
+    catch_up(&real, "r1");
+    let link = outer.path().join("semantic");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert!(matches!(Store::open(&link), Err(StoreError::Io { .. })));
+    let empty = outer.path().join("empty");
+    std::os::unix::fs::symlink(elsewhere.path(), &empty).unwrap();
+    let files: Vec<SourceFile> = Vec::new();
+    let caught_up = Store::catch_up(&empty, statics(), "m", "r1", &files, &|_| None, None);
+    assert!(matches!(caught_up, Err(StoreError::Io { .. })));
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn an_8_gib_vector_log_costs_no_more_than_the_records_it_holds() {
     let _serial = rss::serial();

@@ -1,0 +1,392 @@
+//! Ranking from the store: BM25 from the postings, the IDF-weighted static cosine from the
+//! scan, the definition and file-name shares, times the path prior; one hit per file, the head
+//! of the ranking.
+
+use crate::rank::{Weights, combine, quantize};
+use crate::segment::{DEFINITION, FILE_NAME, HASH_BYTES, Segment};
+use crate::statics::StaticModel;
+use crate::text::sub_tokens;
+
+use super::Store;
+use super::scan::scan;
+
+/// How much the trigram index's path prior (1 for ordinary source, less for tests, docs and
+/// vendored code) weighs: a hit's score is `hybrid · (1 − PRIOR_WEIGHT + PRIOR_WEIGHT · prior)`.
+pub const PRIOR_WEIGHT: f32 = 0.2;
+/// A semantic answer holds at most this many files: ranking by meaning has no match set, so the
+/// answer is the head of the ranking.
+pub const MAX_ANSWER_FILES: usize = 100;
+/// Hits scoring under this share of the best hit's score are left out of the answer.
+pub const RELATIVE_FLOOR: f32 = 0.5;
+
+/// A ranked file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreHit {
+    /// Repo-relative path.
+    pub path: String,
+    /// The best chunk's first non-blank line, 1-based.
+    pub line: u64,
+    /// That line's text.
+    pub snippet: String,
+    /// The score, in `[0, 1]`.
+    pub score: f32,
+    /// The first bytes of the best chunk's [`crate::Chunk::hash`] when the store read it: a
+    /// re-rank finds the chunk's text by it, among the chunks of the file as it reads now.
+    pub chunk_hash: [u8; HASH_BYTES],
+}
+
+impl Store {
+    /// The best files for `query`, at most `limit` (and at most [`MAX_ANSWER_FILES`]), among the
+    /// paths `keep` accepts: BM25 over identifier sub-tokens, the IDF-weighted static cosine,
+    /// definition and file-name boosts combined by `weights` (see [`crate::rank::Weights`]),
+    /// times the path prior; one hit per file (its best chunk); ties in path order.
+    pub fn search(
+        &self,
+        statics: &StaticModel,
+        query: &str,
+        weights: &Weights,
+        keep: &dyn Fn(&str) -> bool,
+        limit: usize,
+    ) -> Vec<StoreHit> {
+        let mut terms = sub_tokens(query);
+        terms.sort();
+        terms.dedup();
+        let qv = query_vector(statics, &self.idf, self.live_chunks, query);
+        let (q, qscale) = quantize(&qv);
+        // The lexical scores are computed on this thread while the others scan.
+        let (cosines, cos_top, lexical) = self.cosines(&q, qscale, || self.lexical(&terms));
+        let Lexical {
+            bm25,
+            defs,
+            names,
+            top: top_bm25,
+        } = lexical;
+        let share = |k: u16| {
+            if terms.is_empty() {
+                0.0
+            } else {
+                f32::from(k) / terms.len() as f32
+            }
+        };
+        // Every live file's best chunk, scored; paths and the scope are looked at only for the
+        // files whose score can reach the answer.
+        let mut best: Vec<(f32, usize, u32, u32)> = Vec::new();
+        for (si, seg) in self.segments.iter().enumerate() {
+            for f in 0..seg.n_files {
+                if self.deleted[si][f as usize] {
+                    continue;
+                }
+                let (first, chunks, prior) = seg.file_chunks(f);
+                let name = share(names[si].get(f as usize).copied().unwrap_or(0));
+                let mut top: Option<(f32, u32)> = None;
+                for c in first..first + chunks {
+                    let lexical = if top_bm25 > 0.0 {
+                        bm25[si][c as usize] / top_bm25
+                    } else {
+                        0.0
+                    };
+                    let cos = cosines[si][c as usize];
+                    let cosine = if weights.relative_dense && cos_top > 0.0 {
+                        cos / cos_top
+                    } else {
+                        cos
+                    };
+                    let definition = share(defs[si].get(c as usize).copied().unwrap_or(0));
+                    let s = combine(weights, lexical, cosine, definition, name);
+                    if top.is_none_or(|(b, _)| s > b) {
+                        top = Some((s, c));
+                    }
+                }
+                if let Some((s, c)) = top {
+                    let prior = prior.clamp(0.0, 1.0);
+                    let score = (s * (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior)).clamp(0.0, 1.0);
+                    if score > 0.0 {
+                        best.push((score, si, f, c));
+                    }
+                }
+            }
+        }
+        let path_of = |&(_, si, f, _): &(f32, usize, u32, u32)| self.segments[si].file(f).path;
+        let kept = best_kept(
+            &mut best,
+            limit.min(MAX_ANSWER_FILES),
+            |b| b.0,
+            path_of,
+            keep,
+        );
+        let floor = kept.first().map_or(0.0, |b| b.0 * RELATIVE_FLOOR);
+        kept.into_iter()
+            .take_while(|b| b.0 >= floor)
+            .map(|(score, si, f, c)| {
+                let seg = &self.segments[si];
+                let chunk = seg.chunk(c);
+                let mut chunk_hash = [0; HASH_BYTES];
+                chunk_hash.copy_from_slice(seg.chunk_hash(c));
+                StoreHit {
+                    path: seg.file(f).path.to_owned(),
+                    line: u64::from(chunk.snippet_line),
+                    snippet: chunk.snippet.to_owned(),
+                    score,
+                    chunk_hash,
+                }
+            })
+            .collect()
+    }
+
+    /// BM25 over the query's `terms`, per segment and chunk; definition-name matches per chunk and
+    /// file-name matches per file (allocated only for a segment with a match).
+    fn lexical(&self, terms: &[String]) -> Lexical {
+        let whole = &self.untouched;
+        let n = self.live_chunks.max(1) as f32;
+        let live_chunk = |si: usize, seg: &Segment, c: u32| {
+            whole[si] || !self.deleted[si][seg.chunk_file(c) as usize]
+        };
+        // Per segment, per chunk: the BM25 score and the definition matches; per file: name
+        // matches (the last two allocated only for a segment that has a match).
+        let mut bm25: Vec<Vec<f32>> = self
+            .segments
+            .iter()
+            .map(|s| vec![0.0; s.n_chunks as usize])
+            .collect();
+        let mut defs: Vec<Vec<u16>> = vec![Vec::new(); self.segments.len()];
+        let mut names: Vec<Vec<u16>> = vec![Vec::new(); self.segments.len()];
+        let count = |slot: &mut Vec<u16>, size: u32, id: u32| {
+            if slot.is_empty() {
+                slot.resize(size as usize, 0);
+            }
+            if let Some(x) = slot.get_mut(id as usize) {
+                *x = x.saturating_add(1);
+            }
+        };
+        for t in terms {
+            // A segment no commit touched is read in place; another's list is filtered first.
+            let lists: Vec<Postings> = self
+                .segments
+                .iter()
+                .enumerate()
+                .map(|(si, seg)| match seg.lookup(t) {
+                    Some(list) if whole[si] => Postings::InPlace(list),
+                    Some(_) => {
+                        let mut list = seg.postings(t);
+                        list.retain(|&(c, _)| live_chunk(si, seg, c));
+                        Postings::Listed(list)
+                    }
+                    None => Postings::Listed(Vec::new()),
+                })
+                .collect();
+            let df: usize = lists
+                .iter()
+                .map(|list| match list {
+                    Postings::InPlace((_, n)) => *n as usize,
+                    Postings::Listed(l) => l.len(),
+                })
+                .sum();
+            if df > 0 {
+                let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+                for (si, list) in lists.into_iter().enumerate() {
+                    let seg = &self.segments[si];
+                    let lengths = seg.lengths();
+                    let scores = &mut bm25[si];
+                    let mut add = |c: u32, tf: u32| {
+                        if let (Some(x), Some(&len)) =
+                            (scores.get_mut(c as usize), lengths.get(c as usize))
+                        {
+                            *x += crate::bm25::term_score(idf, tf as f32, len, self.avg_length);
+                        }
+                    };
+                    match list {
+                        Postings::InPlace(list) => seg.each_posting(list, &mut add),
+                        Postings::Listed(l) => l.into_iter().for_each(|(c, tf)| add(c, tf)),
+                    }
+                }
+            }
+            for (si, seg) in self.segments.iter().enumerate() {
+                for (c, _) in seg.postings(&format!("{DEFINITION}{t}")) {
+                    count(&mut defs[si], seg.n_chunks, c);
+                }
+                for (f, _) in seg.postings(&format!("{FILE_NAME}{t}")) {
+                    count(&mut names[si], seg.n_files, f);
+                }
+            }
+        }
+        let top = bm25.iter().flatten().copied().fold(0.0f32, f32::max);
+        Lexical {
+            bm25,
+            defs,
+            names,
+            top,
+        }
+    }
+
+    /// The cosine of every chunk with the quantized query `q` (per segment, per chunk), the
+    /// largest among live chunks, and what `beside` returns. The matrices are cut into blocks
+    /// that the cores take in turn; this thread runs `beside` first, then takes blocks too.
+    fn cosines<R>(
+        &self,
+        q: &[i8],
+        qscale: f32,
+        beside: impl FnOnce() -> R,
+    ) -> (Vec<Vec<f32>>, f32, R) {
+        const BLOCK: usize = 16_384;
+        let q16: Vec<i16> = q.iter().map(|&x| i16::from(x)).collect();
+        let mut out: Vec<Vec<f32>> = self
+            .segments
+            .iter()
+            .map(|s| vec![0.0; s.n_chunks as usize])
+            .collect();
+        let top = {
+            let mut jobs = Vec::new();
+            for (si, (seg, cos)) in self.segments.iter().zip(out.iter_mut()).enumerate() {
+                for (b, slot) in cos.chunks_mut(BLOCK).enumerate() {
+                    jobs.push((si, seg, (b * BLOCK) as u32, slot));
+                }
+            }
+            let jobs = std::sync::Mutex::new(jobs);
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let work = || {
+                let mut top = 0.0f32;
+                loop {
+                    let job = jobs.lock().ok().and_then(|mut j| j.pop());
+                    let Some((si, seg, base, slot)) = job else {
+                        break;
+                    };
+                    let start = base as usize * seg.dim;
+                    let rows = &seg.dense()[start..start + slot.len() * seg.dim];
+                    scan(slot, rows, seg.dim, &q16, qscale, &|c| seg.scale(base + c));
+                    for (c, &x) in slot.iter().enumerate() {
+                        let live = || {
+                            let file = seg.chunk_file(base + c as u32);
+                            !self.deleted[si][file as usize]
+                        };
+                        if x > top && (self.untouched[si] || live()) {
+                            top = x;
+                        }
+                    }
+                }
+                top
+            };
+            std::thread::scope(|s| {
+                let workers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+                let beside = beside();
+                let mine = work();
+                let top = workers
+                    .into_iter()
+                    .map(|w| w.join().unwrap_or(0.0))
+                    .fold(mine, f32::max);
+                (top, beside)
+            })
+        };
+        (out, top.0, top.1)
+    }
+}
+
+/// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
+/// scores in path order. Only the best block of scores is sorted (one more block at a time when
+/// `keep` refuses too many): a query scores every file, and the answer needs a few.
+fn best_kept<'p, E: Copy>(
+    all: &mut [E],
+    wanted: usize,
+    score: impl Fn(&E) -> f32,
+    path: impl Fn(&E) -> &'p str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Vec<E> {
+    let mut kept = Vec::new();
+    let mut rest = all;
+    while kept.len() < wanted && !rest.is_empty() {
+        let all = std::mem::take(&mut rest);
+        let block = all.len().min(4 * wanted.max(64));
+        if block < all.len() {
+            all.select_nth_unstable_by(block - 1, |a, b| score(b).total_cmp(&score(a)));
+        }
+        // Scores equal to the block's last one may lie past it: they join the block, so that
+        // equal scores are put in path order together.
+        let cut = score(&all[block - 1]);
+        let mut end = block;
+        for i in block..all.len() {
+            if score(&all[i]) == cut {
+                all.swap(i, end);
+                end += 1;
+            }
+        }
+        let (head, tail) = all.split_at_mut(end);
+        head.sort_by(|a, b| {
+            score(b)
+                .total_cmp(&score(a))
+                .then_with(|| search_order(path(a), path(b)))
+        });
+        kept.extend(
+            head.iter()
+                .filter(|e| keep(path(e)))
+                .take(wanted - kept.len())
+                .copied(),
+        );
+        rest = tail;
+    }
+    kept
+}
+
+/// A term's postings in one segment.
+enum Postings {
+    /// Where they start in the segment and how many (every one live).
+    InPlace((usize, u32)),
+    /// The live ones, decoded.
+    Listed(Vec<(u32, u32)>),
+}
+
+/// The lexical side of a query: see [`Store::lexical`].
+struct Lexical {
+    bm25: Vec<Vec<f32>>,
+    defs: Vec<Vec<u16>>,
+    names: Vec<Vec<u16>>,
+    top: f32,
+}
+
+/// Paths compared component by component, as the trigram index orders them.
+fn search_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.split('/').cmp(b.split('/'))
+}
+
+/// The IDF-weighted static vector of a text, as the chunks' vectors were made.
+fn query_vector(statics: &StaticModel, idf: &[f32], chunks: usize, text: &str) -> Vec<f32> {
+    let top = (1.0 + (chunks as f32 + 0.5) / 0.5).ln();
+    statics.embed_ids(&statics.token_ids(text), |id| {
+        idf.get(id as usize).copied().unwrap_or(top)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::lcg;
+
+    #[test]
+    fn the_answer_is_the_best_kept_files_in_score_then_path_order() {
+        let mut state = 11;
+        for case in 0..200 {
+            let n = (lcg(&mut state) % 3000) as usize;
+            // Few distinct scores, so that ties are many and cross every block boundary.
+            let distinct = 1 + lcg(&mut state) % 40;
+            let paths: Vec<String> = (0..n)
+                .map(|i| format!("d{}/f{}.c", lcg(&mut state) % 7, i))
+                .collect();
+            let mut all: Vec<(f32, usize)> = (0..n)
+                .map(|i| ((1 + lcg(&mut state) % distinct) as f32 / 64.0, i))
+                .collect();
+            let refuse = lcg(&mut state) % 4;
+            let keep = |p: &str| refuse == 0 || !p.starts_with(&format!("d{refuse}"));
+            let wanted = [1, 10, 100][case % 3];
+            let mut expected = all.clone();
+            expected.sort_by(|a, b| {
+                b.0.total_cmp(&a.0)
+                    .then_with(|| search_order(&paths[a.1], &paths[b.1]))
+            });
+            let expected: Vec<(f32, usize)> = expected
+                .into_iter()
+                .filter(|e| keep(&paths[e.1]))
+                .take(wanted)
+                .collect();
+            let got = best_kept(&mut all, wanted, |e| e.0, |e| paths[e.1].as_str(), &keep);
+            assert_eq!(got, expected, "case {case}: {n} files, {distinct} scores");
+        }
+    }
+}

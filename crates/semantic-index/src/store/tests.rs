@@ -1,0 +1,226 @@
+//! The store's catch-up end to end, in the crate (it reads the store's private layout).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use super::build::{CHUNKS_PER_SEGMENT, FILES_PER_BATCH};
+use super::manifest::SegmentEntry;
+use super::*;
+use crate::chunk::chunk_file;
+use crate::rank::Weights;
+use crate::segment::{HASH_BYTES, stored_hash};
+use crate::statics::StaticModel;
+
+/// A static model over the installed MiniLM's first 300 tokens (`cargo xtask tools` installs
+/// it; the tests fail, they do not skip, without it), built once per test binary.
+pub(super) fn statics() -> &'static StaticModel {
+    static MODEL: std::sync::OnceLock<StaticModel> = std::sync::OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/tools/models/all-minilm-l6-v2");
+        let minilm = crate::MiniLm::load(&dir)
+            .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to install the model"));
+        StaticModel::build_limited(&minilm, &dir, 300).expect("builds")
+    })
+}
+
+/// A small deterministic generator, so that a failure repeats.
+pub(super) fn lcg(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *state >> 33
+}
+
+/// A repository of fewer chunks than a large segment is one small segment after its build.
+/// One-file updates merge their own segments once there are too many, and never read the
+/// build's files again.
+#[test]
+fn merging_small_segments_never_reads_the_builds_files_again() {
+    let statics = statics();
+    // Words without digits, so that each file's and each version's are its own sub-tokens.
+    let word = |n: usize| -> String {
+        n.to_string()
+            .bytes()
+            .map(|d| (d - b'0' + b'a') as char)
+            .collect()
+    };
+    let text = |i: usize, v: usize| {
+        format!(
+            "def step_file{}_version{}(x):\n    return x\n",
+            word(i),
+            word(v)
+        )
+    };
+    let contents = std::sync::Mutex::new(
+        (0..20)
+            .map(|i| (format!("f{i}.py"), text(i, 0)))
+            .collect::<HashMap<_, _>>(),
+    );
+    // The files read, each counted once.
+    let reads = std::sync::Mutex::new(HashSet::new());
+    let read = |p: &str| {
+        reads.lock().unwrap().insert(p.to_owned());
+        contents.lock().unwrap().get(p).cloned()
+    };
+    let versions = std::sync::Mutex::new(vec![0u64; 20]);
+    let files = || -> Vec<SourceFile> {
+        let v = versions.lock().unwrap();
+        (0..20)
+            .map(|i| SourceFile {
+                path: format!("f{i}.py"),
+                version: v[i],
+                prior: 1.0,
+            })
+            .collect()
+    };
+    let store_dir = tempfile::tempdir().unwrap();
+    let catch_up = |revision: &str| {
+        reads.lock().unwrap().clear();
+        let (store, _) = Store::catch_up(
+            store_dir.path(),
+            statics,
+            "m",
+            revision,
+            &files(),
+            &read,
+            None,
+        )
+        .unwrap();
+        let read_now = reads.lock().unwrap().len();
+        (store, read_now)
+    };
+    let (built, _) = catch_up("r0");
+    assert_eq!(built.manifest.segments.len(), 1);
+    let base = built.manifest.segments[0].file.clone();
+    for round in 1..=3 * MAX_SMALL_SEGMENTS {
+        let i = round % 4;
+        contents
+            .lock()
+            .unwrap()
+            .insert(format!("f{i}.py"), text(i, round));
+        versions.lock().unwrap()[i] = round as u64;
+        let (store, read_now) = catch_up(&format!("r{round}"));
+        // The edited file, and at most the files of the updates' own segments.
+        assert!(
+            read_now <= MAX_SMALL_SEGMENTS + 1,
+            "round {round}: {read_now} files read"
+        );
+        assert_eq!(store.manifest.segments[0].file, base, "round {round}");
+        assert!(store.manifest.segments.len() <= MAX_SMALL_SEGMENTS + 1);
+        let hits = store.search(
+            statics,
+            &format!("step_file{}_version{}", word(i), word(round)),
+            &Weights::default(),
+            &|_| true,
+            1,
+        );
+        assert_eq!(hits[0].path, format!("f{i}.py"), "round {round}");
+    }
+}
+
+#[test]
+fn a_large_build_or_update_is_written_as_bounded_segments() {
+    let statics = statics();
+    // Plain text is chunked by lines, about 1 500 bytes a chunk: four or five per file.
+    let text = |i: usize, v: u32| {
+        (0..120)
+            .map(|l| format!("file {i} line {l} version {v} word{i}x{v} some more words\n"))
+            .collect::<String>()
+    };
+    let contents = std::sync::Mutex::new(
+        (0..30)
+            .map(|i| (format!("doc{i}.txt"), text(i, 1)))
+            .collect::<HashMap<_, _>>(),
+    );
+    let read = |p: &str| contents.lock().unwrap().get(p).cloned();
+    let files = |v: &dyn Fn(usize) -> u64| -> Vec<SourceFile> {
+        (0..30)
+            .map(|i| SourceFile {
+                path: format!("doc{i}.txt"),
+                version: v(i),
+                prior: 1.0,
+            })
+            .collect()
+    };
+    let store_dir = tempfile::tempdir().unwrap();
+    let check = |store: &Store, generation: u64| {
+        let fresh: Vec<&SegmentEntry> = store
+            .manifest
+            .segments
+            .iter()
+            .filter(|e| e.file.starts_with(&format!("seg-{generation}-")))
+            .collect();
+        // The bound is checked after each batch: one batch's chunks past it at most.
+        let per_file = chunk_file("doc0.txt", &text(0, 1)).len();
+        assert!(fresh.len() >= 2, "{:?}", store.manifest.segments);
+        assert!(
+            fresh
+                .iter()
+                .all(|e| e.chunks as usize <= CHUNKS_PER_SEGMENT + FILES_PER_BATCH * per_file),
+            "{:?}",
+            store.manifest.segments
+        );
+    };
+    let (built, stats) = Store::catch_up(
+        store_dir.path(),
+        statics,
+        "m",
+        "r1",
+        &files(&|_| 1),
+        &read,
+        None,
+    )
+    .unwrap();
+    assert!(stats.rebuilt && stats.files_read == 30, "{stats:?}");
+    assert!(stats.chunks > 3 * CHUNKS_PER_SEGMENT, "{stats:?}");
+    assert_eq!(built.live_chunks, stats.chunks);
+    check(&built, 1);
+    // An update of 25 files is written in bounded segments too.
+    for i in 0..25 {
+        contents
+            .lock()
+            .unwrap()
+            .insert(format!("doc{i}.txt"), text(i, 2));
+    }
+    let (updated, stats) = Store::catch_up(
+        store_dir.path(),
+        statics,
+        "m",
+        "r2",
+        &files(&|i| if i < 25 { 2 } else { 1 }),
+        &read,
+        None,
+    )
+    .unwrap();
+    assert!(!stats.rebuilt && stats.files_read == 25, "{stats:?}");
+    check(&updated, 2);
+    assert_eq!(updated.revision(), "r2");
+    let hits = updated.search(statics, "word7x2", &Weights::default(), &|_| true, 5);
+    assert_eq!(hits[0].path, "doc7.txt");
+    // Exactly the chunks of the files as they read now are live.
+    let expected: usize = contents
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, t)| chunk_file(p, t).len())
+        .sum();
+    assert_eq!(updated.live_chunks, expected);
+    // And they are what `live_chunk_hashes` lists, file by file, in chunk order.
+    let mut listed = updated.live_chunk_hashes();
+    listed.sort();
+    let mut read_now: Vec<(String, Vec<[u8; HASH_BYTES]>)> = contents
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, t)| {
+            let hashes = chunk_file(p, t)
+                .iter()
+                .map(|c| stored_hash(&c.hash))
+                .collect();
+            (p.clone(), hashes)
+        })
+        .collect();
+    read_now.sort();
+    assert_eq!(listed, read_now);
+}

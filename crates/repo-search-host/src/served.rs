@@ -4,7 +4,7 @@
 //! its lifetime and listens on `serve.sock` next to it (mode 0600).
 //!
 //! **The socket is an untrusted backend.** The client does not print what the server says: it
-//! runs its own tool and facade over a [`ServedBackend`], which relays the index's `status` and
+//! runs its own tool and facade over a backend that relays the index's `status` and
 //! `search` to the server, so every served answer passes the client's own freshness and trust
 //! gates (paths, scope, scores, caps, provenance) exactly as an index answer does, and a forged
 //! reply is refused with the `UNTRUSTED` code. The client also checks the server's credentials
@@ -14,7 +14,7 @@
 //! - on accept the server sends `{"hello": {"protocol": 2, "root": …, "modes": […]}}`;
 //! - the client sends `{"refresh": {"mode": …}}` (bring the index up to date, as a one-shot
 //!   `search` does before it answers), `{"status": {}}` or `{"search": <SearchRequest>}`;
-//! - while it works the server sends `{"working": true}` every [`HEARTBEAT`], then `{"ok": …}`
+//! - while it works the server sends `{"working": true}` every 100 ms, then `{"ok": …}`
 //!   (nothing, the index's status, or the backend's response) or `{"error": {"code": …}}`.
 //!
 //! **A server that does not answer costs little.** The client gives up when the hello does not

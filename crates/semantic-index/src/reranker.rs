@@ -19,7 +19,7 @@ pub enum RerankPolicy {
     Never,
     /// When the index keeps MiniLM's vector of nearly every chunk (at least [`KEPT_COVERAGE`] of
     /// them), which `repo-search index` computes for a repository of at most
-    /// [`KEPT_CHUNKS_LIMIT`] chunks ([`SemanticEngine::keep_rerank_vectors`]). A query then
+    /// [`KEPT_CHUNKS_LIMIT`] chunks ([`SemanticEngine::keep_rerank_vectors`](crate::SemanticEngine::keep_rerank_vectors)). A query then
     /// embeds only the head chunks that changed since, so the re-rank costs about one MiniLM
     /// pass over the query. The default when MiniLM is installed.
     Kept,
@@ -37,7 +37,7 @@ pub const KEPT_CHUNKS_LIMIT: usize = if cfg!(test) { 60 } else { 20_000 };
 /// head holds them, a few at most.
 pub const KEPT_COVERAGE: f64 = 0.9;
 
-/// What [`SemanticEngine::keep_rerank_vectors`] did.
+/// What [`SemanticEngine::keep_rerank_vectors`](crate::SemanticEngine::keep_rerank_vectors) did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeptVectors {
     /// The store is larger than [`KEPT_CHUNKS_LIMIT`]: nothing was computed.

@@ -46,6 +46,8 @@ pub struct SemanticEngine {
     /// A long-lived host's background pass (`host::keep_rerank_vectors_in_background`), told
     /// when a query finds too few vectors kept: another process may have changed the store.
     wake_keeper: OnceLock<SyncSender<()>>,
+    /// What this engine's last catch-up that found the store behind did.
+    last_catch_up: Mutex<crate::CatchUp>,
 }
 
 impl SemanticEngine {
@@ -67,6 +69,7 @@ impl SemanticEngine {
             reranker: OnceLock::new(),
             covered: Mutex::new(None),
             wake_keeper: OnceLock::new(),
+            last_catch_up: Mutex::new(crate::CatchUp::default()),
         })
     }
 
@@ -335,6 +338,13 @@ impl SemanticEngine {
         loaded
     }
 
+    /// What this engine's last catch-up that found the store behind the index did: the files it
+    /// read, the chunks it embedded, whether it rebuilt. A catch-up that finds the store current
+    /// reads nothing and leaves this as it was.
+    pub fn last_catch_up(&self) -> crate::CatchUp {
+        *self.last_catch_up.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Brings the store to the embedded index's committed snapshot. Nothing is read when the
     /// store already attests the index's revision; a snapshot in the middle of an update (no
     /// revision) is left for the update's second half.
@@ -398,6 +408,7 @@ impl SemanticEngine {
         )?;
         let store = Arc::new(store);
         *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
+        *self.last_catch_up.lock().unwrap_or_else(|p| p.into_inner()) = stats;
         Ok((Some(pin(store)), stats))
     }
 
@@ -441,6 +452,9 @@ impl SemanticEngine {
         let keep =
             |path: &str| scope.contains(path) && filter.as_ref().is_none_or(|f| f.matches(path));
         let limit = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
+        // One hit more than asked tells whether the ranking goes on past the answer, which the
+        // answer must say (it is then not complete, and the facade offers the next page).
+        let wanted = limit.saturating_add(1);
         let reranker = match self.policy {
             RerankPolicy::Never => None,
             RerankPolicy::Always => self.reranker(),
@@ -456,7 +470,7 @@ impl SemanticEngine {
             }
         };
         let mut hits = match reranker {
-            None => store.search(&self.statics, &request.query, &self.weights, &keep, limit),
+            None => store.search(&self.statics, &request.query, &self.weights, &keep, wanted),
             Some(reranker) => {
                 // The head the re-rank sees is the hybrid ranking's, however few hits are asked.
                 let depth = self.weights.rerank_depth;
@@ -465,7 +479,7 @@ impl SemanticEngine {
                     &request.query,
                     &self.weights,
                     &keep,
-                    limit.max(depth),
+                    wanted.max(depth),
                 );
                 if let Ok(root) = RootDir::open(root) {
                     reranker.rerank(&self.weights, &store, &root, &request.query, &mut hits);
@@ -480,6 +494,7 @@ impl SemanticEngine {
                 hits
             }
         };
+        let more = hits.len() > limit;
         hits.truncate(limit);
         let hits = hits
             .into_iter()
@@ -500,7 +515,7 @@ impl SemanticEngine {
             search_profile::count_unserved(&mut skipped, name);
         }
         let mut answer = response(status, hits);
-        answer.complete = !widened && skipped.unserved() == 0;
+        answer.complete = !widened && !more && skipped.unserved() == 0;
         answer.skipped = (skipped.unserved() > 0).then_some(skipped);
         Ok(answer)
     }

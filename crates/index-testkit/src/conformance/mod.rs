@@ -18,7 +18,9 @@
 //!   an add, deletes as a removal, and both show in its hits;
 //! - queries racing updates see one committed revision or the next, never an error or a mix;
 //! - the grep options it declares agree with the literal search, and the ones it does not
-//!   declare are refused before it is asked.
+//!   declare are refused before it is asked;
+//! - when it declares `semantic`, its semantic answers ([`SEMANTIC_CHECKS`]) pass the same gates
+//!   and hold one hit per file, scored in `[0, 1]`, best first.
 //!
 //! # Example
 //!
@@ -49,6 +51,7 @@
 //! ```
 
 mod checks;
+mod semantic;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,15 +59,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexStatus,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, ErrorCode, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
-    SearchResult, UpdateRequest,
+    SearchResult, UnixMillis, UpdateRequest,
     limits::{SearchLimits, StalePolicy, UpdateLimits},
 };
 use literal_search::{LiteralSearch, LiteralSearchConfig};
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
 
 pub use checks::CHECKS;
+pub use semantic::SEMANTIC_CHECKS;
 
 /// A backend under test: how to open one over a worktree.
 pub trait Subject: Send + Sync {
@@ -121,8 +125,18 @@ impl std::fmt::Display for Report {
 /// that one failure does not hide the others. Must run inside a multi-threaded Tokio runtime with
 /// the time driver (the facade's requirement).
 pub async fn run_all(subject: Arc<dyn Subject>) -> Report {
+    run(subject, CHECKS).await
+}
+
+/// Runs every check of [`SEMANTIC_CHECKS`] on `subject`, a backend that declares
+/// `capabilities.semantic`, as [`run_all`] runs [`CHECKS`]. A semantic backend runs both.
+pub async fn run_semantic(subject: Arc<dyn Subject>) -> Report {
+    run(subject, SEMANTIC_CHECKS).await
+}
+
+async fn run(subject: Arc<dyn Subject>, checks: &[Check]) -> Report {
     let mut report = Report::default();
-    for check in CHECKS {
+    for check in checks {
         let started = Instant::now();
         match tokio::spawn((check.run)(subject.clone())).await {
             Ok(()) => report.passed.push((check.name, started.elapsed())),
@@ -292,6 +306,36 @@ impl Harness {
             .status()
             .await
             .unwrap_or_else(|e| panic!("{}: status failed: {e}", self.check))
+    }
+
+    /// Waits until the index's last commit is older than `max_age_ms` by this process's clock,
+    /// with a margin.
+    async fn wait_until_older_than(&self, max_age_ms: u64) {
+        let at = self.status().await.updated_at.expect("updated_at");
+        loop {
+            let age = UnixMillis::now().0.saturating_sub(at.0);
+            if age > max_age_ms + 300 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(max_age_ms + 310 - age)).await;
+        }
+    }
+
+    /// Checks that the facade refuses `request` as stale without asking the backend.
+    async fn assert_refused_as_stale(&self, request: SearchRequest) {
+        let check = self.check;
+        let searches = self.backend.searches();
+        let err = self
+            .ops
+            .search(request)
+            .await
+            .expect_err("an index older than the policy was served");
+        assert_eq!(err.code(), ErrorCode::Stale, "{check}: {err}");
+        assert_eq!(
+            self.backend.searches(),
+            searches,
+            "{check}: the backend was searched although its status was already too old"
+        );
     }
 
     /// Applies an update through the facade.

@@ -60,8 +60,8 @@ use std::time::{Duration, Instant};
 
 use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, ErrorCode, IndexStatus,
-    RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
-    SearchResult, UnixMillis, UpdateRequest,
+    RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchHit, SearchMode,
+    SearchRequest, SearchResult, UnixMillis, UpdateRequest,
     limits::{SearchLimits, StalePolicy, UpdateLimits},
 };
 use literal_search::{LiteralSearch, LiteralSearchConfig};
@@ -297,6 +297,25 @@ impl Harness {
             .search(request)
             .await
             .unwrap_or_else(|e| panic!("{}: {described} failed: {e}", self.check))
+    }
+
+    /// Every page of `request`'s answer, `page` hits at a time, joined.
+    async fn pages(&self, mut request: SearchRequest, page: usize) -> Vec<SearchHit> {
+        let check = self.check;
+        let mut joined = Vec::new();
+        request.max_results = Some(page);
+        loop {
+            let found = self.search(request.clone()).await;
+            assert!(found.hits.len() <= page, "{check}: an oversized page");
+            joined.extend(found.hits);
+            match found.next_offset {
+                Some(next) => {
+                    request.offset = usize::try_from(next).expect("offset");
+                    request.page_token = found.page_token;
+                }
+                None => return joined,
+            }
+        }
     }
 
     /// The index's status through the facade.

@@ -429,21 +429,7 @@ async fn semantic_pages_concatenate_to_the_whole_answer(subject: Arc<dyn Subject
         whole.next_offset
     );
     for page in [3, 7] {
-        let mut joined = Vec::new();
-        let mut r = semantic(question);
-        r.max_results = Some(page);
-        loop {
-            let found = h.search(r.clone()).await;
-            assert!(found.hits.len() <= page, "{CHECK}: an oversized page");
-            joined.extend(found.hits);
-            match found.next_offset {
-                Some(next) => {
-                    r.offset = usize::try_from(next).expect("offset");
-                    r.page_token = found.page_token;
-                }
-                None => break,
-            }
-        }
+        let joined = h.pages(semantic(question), page).await;
         assert_eq!(joined, whole.hits, "{CHECK}: pages of {page}");
     }
 }

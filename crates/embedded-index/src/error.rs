@@ -10,8 +10,6 @@ pub enum EmbeddedIndexError {
     Corrupt,
     /// A search was given a query the matcher cannot compile, or a glob or type it cannot.
     BadQuery,
-    /// A search asked for hidden or ignored files, which the index does not hold.
-    UnsupportedFiles,
     /// Another process (or thread) held the writer lock until the caller's deadline passed.
     Busy,
     /// A worker thread panicked: nothing was committed.
@@ -26,9 +24,6 @@ impl std::fmt::Display for EmbeddedIndexError {
                 f.write_str("the committed index is damaged; rebuild it")
             }
             EmbeddedIndexError::BadQuery => f.write_str("the query cannot be compiled"),
-            EmbeddedIndexError::UnsupportedFiles => {
-                f.write_str("the index holds no hidden or ignored files")
-            }
             EmbeddedIndexError::Busy => {
                 f.write_str("another writer held the index lock past the deadline")
             }

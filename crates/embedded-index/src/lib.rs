@@ -277,8 +277,8 @@ impl EmbeddedIndex {
     /// What every embedded index declares, without one: a host that relays another process's
     /// index (a `repo-search serve` client) declares the same.
     pub fn declared_capabilities() -> BackendCapabilities {
-        // The index holds the default selection only, so no hidden or ignored files on request;
-        // the few a glob or type selects beyond it are found by a walk (see `query.rs`).
+        // The index holds the default selection; the files a glob, a type, `--hidden` or
+        // `--no-ignore` selects beyond it are found by a walk (see `query.rs`).
         BackendCapabilities {
             regex: true,
             file_filters: true,
@@ -286,6 +286,8 @@ impl EmbeddedIndex {
             count: true,
             context: true,
             paging: true,
+            hidden_files: true,
+            ignored_files: true,
             ..BackendCapabilities::default()
         }
     }

@@ -77,10 +77,6 @@ impl EmbeddedIndex {
             });
         };
         let status = snap.status();
-        if request.files.include_hidden || request.files.include_ignored {
-            // The index holds the default selection only (the capabilities say so).
-            return Err(EmbeddedIndexError::UnsupportedFiles);
-        }
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
         let matcher =
             search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)
@@ -133,11 +129,15 @@ impl EmbeddedIndex {
                 }
             })
             .collect();
-        // An include glob makes ripgrep search files its ignore and hidden rules would skip, and a
-        // type hidden files of that type; the index does not hold those, so they are found by a
-        // walk and verified as they are.
+        // An include glob makes ripgrep search files its ignore and hidden rules would skip, a
+        // type hidden files of that type, and `--hidden` and `--no-ignore` what they name; the
+        // index holds the default selection only, so those are found by a walk with the request's
+        // selection and verified as they are (docs/embedded-index.md, "Hidden and ignored
+        // files").
         let widens = request.files.globs.iter().any(|g| !g.starts_with('!'))
-            || !request.files.types.is_empty();
+            || !request.files.types.is_empty()
+            || request.files.include_hidden
+            || request.files.include_ignored;
         let extras = if widens {
             self.unindexed_selection(request, &snap)?
         } else {
@@ -289,9 +289,10 @@ impl EmbeddedIndex {
         })
     }
 
-    /// The files an unfiltered walk would skip but `request`'s file filter makes ripgrep search
-    /// (an include glob overrides ignore and hidden rules, a type the hidden rule), within its
-    /// scope: the walk with the filter, minus what the snapshot holds.
+    /// The files an unfiltered walk would skip but `request`'s selection makes ripgrep search
+    /// (an include glob overrides ignore and hidden rules, a type the hidden rule, `--hidden` and
+    /// `--no-ignore` theirs), within its scope: the walk with the selection, minus what the
+    /// snapshot holds.
     fn unindexed_selection(
         &self,
         request: &SearchRequest,

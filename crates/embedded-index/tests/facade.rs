@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use embedded_index::EmbeddedIndex;
 use index_contract::{
-    ErrorCode, RepositoryOperations, SearchHit, SearchMode, SearchRequest, limits::SearchLimits,
+    RepositoryOperations, SearchHit, SearchMode, SearchRequest, limits::SearchLimits,
 };
 use index_testkit::tree;
 use literal_search::LiteralSearch;
@@ -69,7 +69,7 @@ async fn regex_pages_through_the_facade_concatenate_to_the_whole_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn declared_options_are_served_and_hidden_files_refused() {
+async fn declared_options_are_served_hidden_files_too() {
     let (tree, _outside) = tree::generated_tree(9);
     let store = tempfile::tempdir().unwrap();
     let ops = facade(tree.path(), store.path());
@@ -87,8 +87,12 @@ async fn declared_options_are_served_and_hidden_files_refused() {
             .iter()
             .all(|h| h.count.is_some() && h.path.ends_with(".rs"))
     );
-    let mut hidden = regex("main", 100);
+    // A file only `--hidden` selects is served from the index mode, as `rg --hidden` finds it.
+    tree::write(tree.path(), ".hidden/secret.rs", b"fn main() {}\n");
+    let mut hidden = regex("main", 1000);
     hidden.files.include_hidden = true;
-    let err = ops.search(hidden).await.unwrap_err();
-    assert_eq!(err.code(), ErrorCode::Unsupported);
+    let found = ops.search(hidden).await.unwrap();
+    assert!(found.hits.iter().any(|h| h.path == ".hidden/secret.rs"));
+    let plain = ops.search(regex("main", 1000)).await.unwrap();
+    assert!(!plain.hits.iter().any(|h| h.path.starts_with(".hidden/")));
 }

@@ -161,7 +161,47 @@ fn file_filters_count_and_context_equal_ripgrep() {
     tree::write(tree.path(), "ignored.log", b"fn main ignored\n");
     // Each edit is one option or a pair of them; the include globs pull in files the ignore rules
     // skip (`*.log`), and types hidden files, which the index does not hold.
+    // A hidden directory and a file in the tree's ignored `build/`, which `--hidden` and
+    // `--no-ignore` add.
+    tree::write(
+        tree.path(),
+        ".config/tool.rs",
+        b"fn main() { hidden_dir(); }\n",
+    );
+    tree::write(tree.path(), "build/out.rs", b"fn main() { built(); }\n");
     let edits: Vec<(&str, Edit)> = vec![
+        ("hidden", Box::new(|r| r.files.include_hidden = true)),
+        ("no ignore", Box::new(|r| r.files.include_ignored = true)),
+        (
+            "hidden and no ignore",
+            Box::new(|r| {
+                r.files.include_hidden = true;
+                r.files.include_ignored = true;
+            }),
+        ),
+        (
+            "hidden and exclude globs",
+            Box::new(|r| {
+                r.files.include_hidden = true;
+                r.files.globs = vec!["!*.txt".into()];
+            }),
+        ),
+        (
+            "no ignore and types and count",
+            Box::new(|r| {
+                r.files.include_ignored = true;
+                r.files.types = vec!["rust".into()];
+                r.output = OutputMode::Count;
+            }),
+        ),
+        (
+            "hidden and context",
+            Box::new(|r| {
+                r.files.include_hidden = true;
+                r.context.before = 1;
+                r.context.after = 1;
+            }),
+        ),
         (
             "include globs",
             Box::new(|r| r.files.globs = vec!["*.log".into(), "src/**".into()]),
@@ -226,13 +266,4 @@ fn a_regex_without_a_trigram_scans_every_file_and_says_so() {
         assert_eq!(scanned, full_scan, "{q}");
         assert_eq!(got, theirs(tree.path(), &r), "{q}");
     }
-}
-
-#[test]
-fn hidden_or_ignored_files_are_refused_not_ignored() {
-    let (_tree, _store, index) = index_of(5);
-    let hidden = request("main", false, false, |r| r.files.include_hidden = true);
-    assert!(index.search_now(&hidden).is_err());
-    let ignored = request("main", false, false, |r| r.files.include_ignored = true);
-    assert!(index.search_now(&ignored).is_err());
 }

@@ -182,3 +182,58 @@ fn max_results_prints_that_many_hits_and_says_nothing_more() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The files a search prints, one per line with `-l`, sorted: an index mode prints them best
+/// first, rg in path order.
+fn sorted_lines(out: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(out)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn the_default_mode_serves_hidden_and_ignored_files_as_rg_selects_them() {
+    let dir = tree();
+    let root = dir.path();
+    for flags in [
+        &["--hidden"][..],
+        &["--no-ignore"],
+        &["--hidden", "--no-ignore"],
+        &["--hidden", "-t", "txt"],
+        &["--no-ignore", "-g", "!big/**"],
+    ] {
+        // No `--mode`: the default, `indexed_literal`, which builds the index on first use.
+        let mine = Command::new(BIN)
+            .current_dir(root)
+            .args(["search", "needle", "-l", "--json"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_eq!(
+            mine.status.code(),
+            Some(0),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&mine.stderr)
+        );
+        let answer: serde_json::Value = serde_json::from_slice(&mine.stdout).unwrap();
+        assert_eq!(answer["mode"], "indexed_literal", "{flags:?}");
+        let mut paths: Vec<String> = answer["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["path"].as_str().unwrap().to_owned())
+            .collect();
+        paths.sort();
+        let rg = Command::new(index_testkit::rg::rg())
+            .current_dir(root)
+            .args(["--no-config", "-F", "-l"])
+            .args(flags)
+            .args(["--", "needle"])
+            .output()
+            .unwrap();
+        assert_eq!(paths, sorted_lines(&rg.stdout), "{flags:?}");
+    }
+}

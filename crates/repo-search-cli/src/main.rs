@@ -45,10 +45,16 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let json = cli.command.json();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // A one-shot `search` or `status` does one thing at a time, and its index work runs on
+    // threads of its own: a runtime on this thread spares it starting workers and waking them
+    // for each exchange with a running server. The long-lived commands serve many callers.
+    let one_shot = matches!(cli.command, Command::Search { .. } | Command::Status { .. });
+    let mut builder = if one_shot {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(_) => return Failure::Runtime.report(json),
     };
@@ -419,18 +425,23 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
 }
 
 /// Completes on SIGTERM or SIGINT, with the reason a server reports; never, when the signals
-/// cannot be listened for (the server then stops only when its directories go away).
-async fn shutdown() -> &'static str {
+/// cannot be listened for (the server then stops only when its directories go away). The
+/// signals are listened for from this call on, not from the future's first poll: a SIGTERM
+/// right after the server says it is serving must stop it cleanly, not kill it.
+fn shutdown() -> impl std::future::Future<Output = &'static str> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
+    let signals = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
-            _ = terminate.recv() => "on SIGTERM",
-            _ = interrupt.recv() => "on SIGINT",
-        },
-        _ => std::future::pending().await,
+    );
+    async move {
+        match signals {
+            (Ok(mut terminate), Ok(mut interrupt)) => tokio::select! {
+                _ = terminate.recv() => "on SIGTERM",
+                _ = interrupt.recv() => "on SIGINT",
+            },
+            _ => std::future::pending().await,
+        }
     }
 }
 

@@ -316,10 +316,16 @@ impl Served {
                     Ok(request) => {
                         let work = self.answer(request);
                         tokio::pin!(work);
-                        let mut beat = tokio::time::interval(HEARTBEAT);
-                        beat.tick().await;
+                        // The first beat is due one period from now: an interval's immediate
+                        // first tick still waits for the timer wheel's next millisecond, which
+                        // every request would pay.
+                        let mut beat = tokio::time::interval_at(
+                            tokio::time::Instant::now() + HEARTBEAT,
+                            HEARTBEAT,
+                        );
                         loop {
                             tokio::select! {
+                                biased;
                                 reply = &mut work => break reply,
                                 _ = beat.tick() => {
                                     if send(&mut write, r#"{"working":true}"#).await.is_err() {

@@ -138,8 +138,9 @@ impl EmbeddedIndex {
             || !request.files.types.is_empty()
             || request.files.include_hidden
             || request.files.include_ignored;
+        let control = QueryControl::new(started, request.deadline, &request.signal);
         let extras = if widens {
-            self.unindexed_selection(request, &snap)?
+            self.unindexed_selection(request, &snap, control.detached())?
         } else {
             Vec::new()
         };
@@ -159,7 +160,6 @@ impl EmbeddedIndex {
         // path order when verification reaches it (most queries stop long before the last), in
         // about linear time, since the keys are already in path order per segment.
         let mut ordered = 0;
-        let control = QueryControl::new(started, request.deadline, &request.signal);
         let threads = crate::threads(&self.config);
         let worktree = self.worktree();
         let context = ContextConfig {
@@ -293,21 +293,29 @@ impl EmbeddedIndex {
     /// (an include glob overrides ignore and hidden rules, a type the hidden rule, `--hidden` and
     /// `--no-ignore` theirs), within its scope: the walk with the selection, minus what the
     /// snapshot holds.
+    ///
+    /// The walk stops entering directories once `stop` says so (the query's deadline or
+    /// cancellation), and the verification after it then stops too, so the answer says it is
+    /// incomplete: a `--no-ignore` walk into a huge build tree is held to the query's time.
     fn unindexed_selection(
         &self,
         request: &SearchRequest,
         snap: &Snapshot,
+        stop: impl Fn() -> bool + Send + Sync + 'static,
     ) -> Result<Vec<String>, EmbeddedIndexError> {
-        let mut selection = search_profile::Selection::new(self.root())
+        let scope = request.path.clone();
+        // Walk from the root and prune, so that ignore rules of parents still apply.
+        let selection = search_profile::Selection::new(self.root())
             .threads(crate::threads(&self.config))
             .filter(&request.files)
-            .map_err(|_| EmbeddedIndexError::BadQuery)?;
-        if let Some(scope) = request.path.clone() {
-            // Walk from the root and prune, so that ignore rules of parents still apply.
-            selection = selection.prune(move |rel, is_dir| {
-                index_guard::is_within(rel, &scope) || is_dir && index_guard::is_within(&scope, rel)
+            .map_err(|_| EmbeddedIndexError::BadQuery)?
+            .prune(move |rel, is_dir| {
+                !stop()
+                    && scope.as_deref().is_none_or(|scope| {
+                        index_guard::is_within(rel, scope)
+                            || is_dir && index_guard::is_within(scope, rel)
+                    })
             });
-        }
         let scope = request.path.as_deref();
         Ok(selection
             .files()

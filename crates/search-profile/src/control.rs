@@ -57,8 +57,23 @@ impl<'a> QueryControl<'a> {
 
 impl SearchControl for QueryControl<'_> {
     fn should_stop(&self) -> bool {
-        self.signal.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)
+        stops(self.deadline, self.signal)
     }
+}
+
+impl QueryControl<'_> {
+    /// This control as an owned check that stops exactly when it does, for a rule that outlives
+    /// the borrow of the signal: a walk's pruning rule ([`crate::Selection::prune`]), which the
+    /// walker keeps, so that a walk stops entering directories once the query is out of time.
+    pub fn detached(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let (deadline, signal) = (self.deadline, self.signal.clone());
+        move || stops(deadline, &signal)
+    }
+}
+
+/// The one rule: cancelled, or past the deadline.
+fn stops(deadline: Option<Instant>, signal: &CancelSignal) -> bool {
+    signal.is_cancelled() || deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 #[cfg(test)]
@@ -84,5 +99,19 @@ mod tests {
         signal.cancel();
         check(None, true);
         check(Some(Duration::MAX), true);
+    }
+
+    #[test]
+    fn a_detached_control_stops_when_its_control_does() {
+        let signal = CancelSignal::new();
+        let started = Instant::now();
+        for budget in [None, Some(Duration::ZERO), Some(Duration::from_secs(3600))] {
+            let control = QueryControl::new(started, budget, &signal);
+            assert_eq!(control.detached()(), control.should_stop(), "{budget:?}");
+        }
+        let control = QueryControl::new(started, None, &signal);
+        let detached = control.detached();
+        signal.cancel();
+        assert!(detached(), "a signal fired after detaching");
     }
 }

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use index_contract::{
@@ -15,7 +14,7 @@ use index_contract::{
 };
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
 
-use super::{Call, Check, Harness, Subject, config, indexed};
+use super::{Call, Check, Harness, Readers, Subject, config, indexed};
 use crate::tree::{Rng, generated_tree, write};
 
 macro_rules! check {
@@ -634,47 +633,15 @@ async fn queries_racing_updates_see_one_revision_never_a_mix(subject: Arc<dyn Su
         write(&root, &p, b"marker\n");
     }
     let h = Arc::new(Harness::open(CHECK, &*subject, &root, "0").await);
-    let started = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for _ in 0..READERS {
-        let (h, started, done) = (h.clone(), started.clone(), done.clone());
-        readers.push(tokio::spawn(async move {
-            let mut seen = BTreeSet::new();
-            loop {
-                // Read before the query: a query that starts after the last update returned
-                // must attest it.
-                let last = done.load(Ordering::SeqCst);
-                let found = match h.ops.search(indexed("marker")).await {
-                    Ok(found) => found,
-                    // An update under way is refused, never served under a revision's name.
-                    Err(e) if e.code() == ErrorCode::Stale && !last => continue,
-                    Err(e) => panic!("{CHECK}: a query racing updates failed: {e}"),
-                };
-                let (revision, _) = attested(CHECK, &found);
-                let k: usize = revision
-                    .parse()
-                    .unwrap_or_else(|_| panic!("{CHECK}: an unknown revision {revision:?}"));
-                let paths: BTreeSet<String> = first_matches(CHECK, found).into_keys().collect();
-                let expected = at(k);
-                assert_eq!(
-                    paths, expected,
-                    "{CHECK}: an answer attesting revision {k} holds another version's files"
-                );
-                if seen.is_empty() {
-                    started.fetch_add(1, Ordering::SeqCst);
-                }
-                seen.insert(k);
-                if last {
-                    return seen;
-                }
-            }
-        }));
-    }
-    // Every reader has answered once before the first update, so each sees two versions at least.
-    while started.load(Ordering::SeqCst) < READERS {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let readers = Readers::start(&h, READERS, indexed("marker"), move |k, found| {
+        let paths: BTreeSet<String> = first_matches(CHECK, found).into_keys().collect();
+        assert_eq!(
+            paths,
+            at(k),
+            "{CHECK}: an answer attesting revision {k} holds another version's files"
+        );
+    })
+    .await;
     for k in 1..=VERSIONS {
         for p in names(k) {
             write(&root, &p, b"marker\n");
@@ -685,17 +652,7 @@ async fn queries_racing_updates_see_one_revision_never_a_mix(subject: Arc<dyn Su
         });
         h.update(&k.to_string(), changes).await;
     }
-    done.store(true, Ordering::SeqCst);
-    for reader in readers {
-        let seen = match reader.await {
-            Ok(seen) => seen,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        };
-        assert!(
-            seen.len() >= 2 && seen.contains(&VERSIONS),
-            "{CHECK}: a reader saw revisions {seen:?}: not the first and the last"
-        );
-    }
+    readers.finish(VERSIONS).await;
 }
 
 /// How a variant changes a request.

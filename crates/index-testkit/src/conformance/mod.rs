@@ -53,8 +53,9 @@
 mod checks;
 mod semantic;
 
+use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -371,6 +372,84 @@ impl Harness {
             .update(request)
             .await
             .unwrap_or_else(|e| panic!("{}: {described} failed: {e}", self.check));
+    }
+}
+
+/// Readers that query through a harness's facade, over and over, while a check commits
+/// versions `1..=last` named by their number (version 0 is the one the backend opened with).
+struct Readers {
+    check: &'static str,
+    done: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<BTreeSet<usize>>>,
+}
+
+impl Readers {
+    /// Starts `count` readers of `request`, each handing every answer to `verify` with the
+    /// version it attests, and returns once each has answered once (so each sees two versions
+    /// at least). An update under way is refused as stale, never served under a version's name,
+    /// so a refusal is retried; any other error fails the check.
+    async fn start(
+        h: &Arc<Harness>,
+        count: usize,
+        request: SearchRequest,
+        verify: impl Fn(usize, SearchResult) + Send + Sync + 'static,
+    ) -> Readers {
+        let check = h.check;
+        let verify = Arc::new(verify);
+        let started = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let tasks = (0..count)
+            .map(|_| {
+                let (h, started, done) = (h.clone(), started.clone(), done.clone());
+                let (request, verify) = (request.clone(), verify.clone());
+                tokio::spawn(async move {
+                    let mut seen = BTreeSet::new();
+                    loop {
+                        // Read before the query: a query that starts after the last update
+                        // returned must attest it.
+                        let last = done.load(Ordering::SeqCst);
+                        let found = match h.ops.search(request.clone()).await {
+                            Ok(found) => found,
+                            Err(e) if e.code() == ErrorCode::Stale && !last => continue,
+                            Err(e) => panic!("{check}: a query racing updates failed: {e}"),
+                        };
+                        let (revision, _) = checks::attested(check, &found);
+                        let k: usize = revision.parse().unwrap_or_else(|_| {
+                            panic!("{check}: an unknown revision {revision:?}")
+                        });
+                        verify(k, found);
+                        if seen.is_empty() {
+                            started.fetch_add(1, Ordering::SeqCst);
+                        }
+                        seen.insert(k);
+                        if last {
+                            return seen;
+                        }
+                    }
+                })
+            })
+            .collect();
+        while started.load(Ordering::SeqCst) < count {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Readers { check, done, tasks }
+    }
+
+    /// Stops the readers after `last` was committed, and checks each saw an earlier version and
+    /// `last`.
+    async fn finish(self, last: usize) {
+        let check = self.check;
+        self.done.store(true, Ordering::SeqCst);
+        for task in self.tasks {
+            let seen = match task.await {
+                Ok(seen) => seen,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            };
+            assert!(
+                seen.len() >= 2 && seen.contains(&last),
+                "{check}: a reader saw revisions {seen:?}: not the first and the last"
+            );
+        }
     }
 }
 

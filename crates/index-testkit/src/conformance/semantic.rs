@@ -10,16 +10,15 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use index_contract::{
-    Change, ErrorCode, RemoveRequest, RepositoryIndexBackend, RepositoryOperations, SearchMode,
-    SearchRequest, SearchResult, StopReason, limits::StalePolicy,
+    Change, RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, SearchResult,
+    StopReason, limits::StalePolicy,
 };
 use repo_search_tool::IndexedOperationsConfig;
 
-use super::{Check, Harness, Subject, config};
+use super::{Check, Harness, Readers, Subject, config};
 use crate::tree::write;
 
 macro_rules! check {
@@ -334,46 +333,18 @@ async fn semantic_queries_racing_updates_see_one_revision_never_a_mix(subject: A
     topic_tree(&root);
     write(&root, &name(0), text.as_bytes());
     let h = Arc::new(Harness::with_config(CHECK, &*subject, &root, "0", semantic_config()).await);
-    let started = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let mut readers = Vec::new();
-    for _ in 0..READERS {
-        let (h, started, done) = (h.clone(), started.clone(), done.clone());
-        readers.push(tokio::spawn(async move {
-            let mut seen = BTreeSet::new();
-            loop {
-                let last = done.load(Ordering::SeqCst);
-                let found = match h.ops.search(semantic(question)).await {
-                    Ok(found) => found,
-                    Err(e) if e.code() == ErrorCode::Stale && !last => continue,
-                    Err(e) => panic!("{CHECK}: a query racing updates failed: {e}"),
-                };
-                let revision = attested(CHECK, &found);
-                let k: usize = revision
-                    .parse()
-                    .unwrap_or_else(|_| panic!("{CHECK}: an unknown revision {revision:?}"));
-                let versioned: Vec<String> = ranked(CHECK, &found)
-                    .into_iter()
-                    .filter(|p| p.starts_with('v'))
-                    .collect();
-                assert_eq!(
-                    versioned,
-                    [name(k)],
-                    "{CHECK}: an answer attesting revision {k} holds another version's files"
-                );
-                if seen.is_empty() {
-                    started.fetch_add(1, Ordering::SeqCst);
-                }
-                seen.insert(k);
-                if last {
-                    return seen;
-                }
-            }
-        }));
-    }
-    while started.load(Ordering::SeqCst) < READERS {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+    let readers = Readers::start(&h, READERS, semantic(question), move |k, found| {
+        let versioned: Vec<String> = ranked(CHECK, &found)
+            .into_iter()
+            .filter(|p| p.starts_with('v'))
+            .collect();
+        assert_eq!(
+            versioned,
+            [name(k)],
+            "{CHECK}: an answer attesting revision {k} holds another version's files"
+        );
+    })
+    .await;
     for k in 1..=VERSIONS {
         write(&root, &name(k), text.as_bytes());
         h.update(
@@ -385,17 +356,7 @@ async fn semantic_queries_racing_updates_see_one_revision_never_a_mix(subject: A
         )
         .await;
     }
-    done.store(true, Ordering::SeqCst);
-    for reader in readers {
-        let seen = match reader.await {
-            Ok(seen) => seen,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        };
-        assert!(
-            seen.len() >= 2 && seen.contains(&VERSIONS),
-            "{CHECK}: a reader saw revisions {seen:?}: not the first and the last"
-        );
-    }
+    readers.finish(VERSIONS).await;
 }
 
 async fn semantic_pages_concatenate_to_the_whole_answer(subject: Arc<dyn Subject>) {

@@ -150,7 +150,8 @@ pub fn stamp(
         mode,
         hits: trusted.hits,
         complete,
-        // A backend that stopped early stopped at a cap: the only bound it is handed.
+        // A backend that stopped early stopped at a cap: an answer past the deadline is a
+        // timeout before it gets here.
         stopped: (!complete).then_some(StopReason::MaxResults),
         stats: SearchStats {
             backend_hits: Some(trusted.backend_hits),

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use index_contract::{
     BackendCapabilities, BackendError, BoxFuture, IndexError, IndexStatus, RemoveRequest,
@@ -186,6 +186,7 @@ impl IndexedRepositoryOperations {
             check_freshness(&response.status, &policy, UnixMillis::now())?;
             Ok::<_, IndexError>(response)
         };
+        let due = Instant::now() + deadline;
         let response = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(IndexError::Cancelled),
@@ -194,6 +195,15 @@ impl IndexedRepositoryOperations {
                 Err(_) => return Err(IndexError::DeadlineExceeded { deadline_ms: millis(deadline) }),
             },
         };
+        // A backend that blocks its thread cannot be interrupted on a runtime of one thread, and
+        // one that stops itself at the deadline answers a moment after it: an answer that comes
+        // after the deadline is a timeout, as it is on a runtime whose timer fires first, never
+        // a late answer (or a cut one passed off as cut at its cap).
+        if Instant::now() >= due {
+            return Err(IndexError::DeadlineExceeded {
+                deadline_ms: millis(deadline),
+            });
+        }
         // 5. Trust gate. 6. Provenance.
         let ctx = TrustContext {
             scope: &scope,

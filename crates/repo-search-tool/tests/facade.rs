@@ -361,6 +361,20 @@ fn slow_or_silent_backend_times_out_within_the_deadline() {
 }
 
 #[test]
+fn an_answer_that_comes_after_the_deadline_is_a_timeout_on_a_runtime_of_one_thread() {
+    // The backend blocks its thread past the deadline, so no timer can fire meanwhile (the
+    // one-shot CLI runs such a runtime): its late answer must still be a timeout.
+    let s = setup(Behaviour::Slow(Duration::from_millis(600)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let req = SearchRequest::new("run", SearchMode::IndexedLiteral);
+    let err = rt.block_on(s.tool.call_request(req)).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Timeout);
+}
+
+#[test]
 fn cancel_is_timeout() {
     let s = setup(Behaviour::Never);
     let rt = rt();

@@ -37,13 +37,7 @@ impl Subject for Embedded {
 
 #[test]
 fn the_embedded_index_passes_the_conformance_suite() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = conformance::runtime();
     let report = runtime.block_on(conformance::run_all(Arc::new(Embedded::default())));
-    println!("{report}");
-    assert!(report.failed.is_empty(), "{report}");
-    assert_eq!(report.passed.len(), conformance::CHECKS.len());
+    report.assert_passed(conformance::CHECKS);
 }

@@ -10,7 +10,7 @@ use index_contract::{
     IndexState, IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, SkippedFiles,
     UnixMillis, UpdateRequest,
 };
-use index_testkit::conformance::{CHECKS, Subject};
+use index_testkit::conformance::{self, CHECKS, Subject};
 
 /// One fault the backend can have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,11 +188,7 @@ fn check(name: &str, fault: Fault) {
         .iter()
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no check {name}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = conformance::runtime();
     let run = |fault| runtime.block_on(runtime.spawn((check.run)(Arc::new(Faulty(fault)))));
     assert!(run(Fault::None).is_ok(), "{name} fails an honest backend");
     let failed = run(fault).expect_err("passed a faulty backend");

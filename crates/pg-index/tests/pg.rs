@@ -96,11 +96,7 @@ const CASES: &[(&str, Case)] = &[
 
 fn main() {
     let filters = index_testkit::pg::in_throwaway_cluster();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = conformance::runtime();
     let subject: Arc<dyn Subject> = Arc::new(Pg::default());
     let cases = CASES.iter().map(|&(name, case)| (name.to_owned(), case()));
     let checks = conformance::CHECKS.iter().map(|check| {

@@ -11,7 +11,7 @@ use index_contract::{
     BoxFuture, Change, RepositoryIndexBackend, RepositoryOperations, SearchMode, SearchRequest,
     UpdateRequest,
 };
-use index_testkit::conformance::{self, Report, Subject};
+use index_testkit::conformance::{self, Subject};
 use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
 use semantic_index::{CompositeBackend, SemanticEngine};
 
@@ -63,30 +63,18 @@ impl Subject for Semantic {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn assert_passed(report: &Report, checks: usize) {
-    println!("{report}");
-    assert!(report.failed.is_empty(), "{report}");
-    assert_eq!(report.passed.len(), checks);
-}
-
 #[test]
 fn the_semantic_backend_passes_the_conformance_suite_in_the_literal_modes() {
-    let report = runtime().block_on(conformance::run_all(Arc::new(Semantic::default())));
-    assert_passed(&report, conformance::CHECKS.len());
+    let report =
+        conformance::runtime().block_on(conformance::run_all(Arc::new(Semantic::default())));
+    report.assert_passed(conformance::CHECKS);
 }
 
 #[test]
 fn the_semantic_backend_passes_the_semantic_conformance_checks() {
-    let report = runtime().block_on(conformance::run_semantic(Arc::new(Semantic::default())));
-    assert_passed(&report, conformance::SEMANTIC_CHECKS.len());
+    let report =
+        conformance::runtime().block_on(conformance::run_semantic(Arc::new(Semantic::default())));
+    report.assert_passed(conformance::SEMANTIC_CHECKS);
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
@@ -145,7 +133,7 @@ fn an_update_through_the_facade_re_embeds_the_changed_chunks_and_nothing_else() 
         let ops = &ops;
         async move { ops.index().update(request).await }
     };
-    let rt = runtime();
+    let rt = conformance::runtime();
 
     // One function of one file changes: that file is read, and only its changed chunk embedded.
     write(root, "src/big.py", &three("return 2"));

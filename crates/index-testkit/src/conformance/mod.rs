@@ -122,9 +122,29 @@ impl std::fmt::Display for Report {
     }
 }
 
+impl Report {
+    /// Prints the report and panics unless every one of `checks` passed: what a backend's test
+    /// asserts after [`run_all`] or [`run_semantic`].
+    pub fn assert_passed(&self, checks: &[Check]) {
+        println!("{self}");
+        assert!(self.failed.is_empty(), "{self}");
+        assert_eq!(self.passed.len(), checks.len(), "{self}");
+    }
+}
+
+/// The runtime the checks need: multi-threaded (two workers, as the machines that run the suite
+/// have two cores) with the time driver. Panics when it cannot be built.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime for the conformance suite")
+}
+
 /// Runs every check of [`CHECKS`] on `subject`, one after another, each in a task of its own so
 /// that one failure does not hide the others. Must run inside a multi-threaded Tokio runtime with
-/// the time driver (the facade's requirement).
+/// the time driver (the facade's requirement), such as [`runtime`].
 pub async fn run_all(subject: Arc<dyn Subject>) -> Report {
     run(subject, CHECKS).await
 }

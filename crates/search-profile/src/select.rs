@@ -371,6 +371,32 @@ mod tests {
         assert_eq!(Selection::new(dir.path()).directories(), ["", "a", "a/b"]);
     }
 
+    /// The embedded index prunes its walk for unindexed files with the query's control: once
+    /// the query is out of time or cancelled, the walk enters no directory and lists no file.
+    #[test]
+    fn a_walk_pruned_by_a_stopped_query_lists_nothing_more() {
+        use crate::QueryControl;
+        use index_contract::CancelSignal;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        for f in ["a.txt", "sub/b.txt", "sub/deep/c.txt"] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "needle\n").unwrap();
+        }
+        let signal = CancelSignal::new();
+        let walk = |signal: &CancelSignal| {
+            let control = QueryControl::new(std::time::Instant::now(), None, signal);
+            let stop = control.detached();
+            Selection::new(dir.path())
+                .prune(move |_, _| !stop())
+                .files()
+        };
+        assert_eq!(walk(&signal), ["a.txt", "sub/b.txt", "sub/deep/c.txt"]);
+        signal.cancel();
+        assert!(walk(&signal).is_empty());
+    }
+
     #[test]
     fn git_internal_directories_are_never_entered() {
         check(

@@ -14,7 +14,7 @@
 //! - on accept the server sends `{"hello": {"protocol": 2, "root": …, "modes": […]}}`;
 //! - the client sends `{"refresh": {"mode": …}}` (bring the index up to date, as a one-shot
 //!   `search` does before it answers), `{"status": {}}` or `{"search": <SearchRequest>}`;
-//! - while it works the server sends `{"working": true}` every 100 ms, then `{"ok": …}`
+//! - while it works the server sends `{"working": true}` every [`HEARTBEAT`], then `{"ok": …}`
 //!   (nothing, the index's status, or the backend's response) or `{"error": {"code": …}}`.
 //!
 //! **A server that does not answer costs little.** The client gives up when the hello does not
@@ -74,8 +74,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(50);
 /// accepts; a stopped one never does.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// How often a working server tells its client it is alive.
-const HEARTBEAT: Duration = Duration::from_millis(100);
+/// How often a working server tells its client it is alive (well inside [`IDLE_TIMEOUT`]).
+pub const HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// How long a client waits for any line (a heartbeat or the reply) before it takes the server
 /// for gone and answers by itself.

@@ -17,15 +17,6 @@ use repo_search_tool::{IndexedOperationsConfig, IndexedRepositoryOperations};
 use super::{Call, Check, Harness, Readers, Subject, config, indexed};
 use crate::tree::{Rng, generated_tree, write};
 
-macro_rules! check {
-    ($name:ident) => {
-        Check {
-            name: stringify!($name),
-            run: |subject| Box::pin($name(subject)),
-        }
-    };
-}
-
 /// Every check, in the order [`super::run_all`] runs them.
 pub const CHECKS: &[Check] = &[
     check!(hits_equal_rg_first_match_per_file),

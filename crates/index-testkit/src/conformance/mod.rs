@@ -50,6 +50,17 @@
 //! # }
 //! ```
 
+/// A [`Check`] named after the check function it runs (defined before the modules that list
+/// their checks with it).
+macro_rules! check {
+    ($name:ident) => {
+        Check {
+            name: stringify!($name),
+            run: |subject| Box::pin($name(subject)),
+        }
+    };
+}
+
 mod checks;
 mod semantic;
 

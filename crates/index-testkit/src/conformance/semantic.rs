@@ -21,15 +21,6 @@ use repo_search_tool::IndexedOperationsConfig;
 use super::{Check, Harness, Readers, Subject, config};
 use crate::tree::write;
 
-macro_rules! check {
-    ($name:ident) => {
-        Check {
-            name: stringify!($name),
-            run: |subject| Box::pin($name(subject)),
-        }
-    };
-}
-
 /// Every semantic check, in the order [`super::run_semantic`] runs them.
 pub const SEMANTIC_CHECKS: &[Check] = &[
     check!(semantic_hits_are_one_per_file_scored_in_the_unit_range_best_first),

@@ -93,6 +93,15 @@ impl HostError {
     }
 }
 
+/// The variant and its code: fixed words, as every variant carries no outside text.
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {self:?}", self.code().as_str())
+    }
+}
+
+impl std::error::Error for HostError {}
+
 impl From<IndexError> for HostError {
     fn from(e: IndexError) -> Self {
         HostError::Tool(e)

@@ -196,6 +196,8 @@ pub struct Host {
     tool: RepoSearchTool,
     deadline: Duration,
     index: Index,
+    /// The backend behind the tool's index modes, when this host has an index of its own.
+    pub(crate) backend: Option<Arc<dyn RepositoryIndexBackend>>,
 }
 
 /// The index a host answers the index modes from: one of these, never a mix.
@@ -283,18 +285,20 @@ impl Host {
                     tool,
                     deadline: config.deadline,
                     index: Index::LiteralOnly,
+                    backend: None,
                 })
             }
             IndexChoice::Shared(shared) => {
                 let (root, shared, backend) =
                     Shared::open(&config.root, (**shared).clone()).await?;
                 let modes = [SearchMode::Literal, SearchMode::IndexedLiteral];
-                let tool = tool_over(&root, backend, &modes, limits)?;
+                let tool = tool_over(&root, backend.clone(), &modes, limits)?;
                 Ok(Host {
                     root,
                     tool,
                     deadline: config.deadline,
                     index: Index::Shared(Arc::new(shared)),
+                    backend: Some(backend),
                 })
             }
             IndexChoice::Embedded => Host::open_embedded(&config, limits),
@@ -360,6 +364,7 @@ impl Host {
             root,
             tool,
             deadline: config.deadline,
+            backend: Some(backend.clone()),
             index: Index::Embedded(Box::new(Embedded {
                 git_dir,
                 index,
@@ -390,6 +395,7 @@ impl Host {
             tool,
             deadline,
             index: Index::Served(served),
+            backend: None,
         })
     }
 

@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod fresh;
 mod git;
 mod host;
 mod locate;

@@ -1,0 +1,81 @@
+//! A host's own index as a backend that is never behind the worktree: what a binding plugs into
+//! a facade of its own (`createEmbeddedIndex`, `createPostgresIndex` in the Node package).
+
+use std::sync::Arc;
+
+use index_contract::{
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexStatus,
+    RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
+};
+
+use crate::Host;
+
+/// A host's index, refreshed as [`Host::answer`] refreshes it: `status` first brings the index up
+/// to date with the worktree (the facade asks for it before every query), and a `semantic`
+/// search catches the store up too. `update`, `remove` and `dispose` go to the index unchanged.
+struct FreshBackend {
+    host: Arc<Host>,
+    inner: Arc<dyn RepositoryIndexBackend>,
+}
+
+impl Host {
+    /// This host's index as a [`RepositoryIndexBackend`] that is as fresh as the host's own
+    /// answers, for a facade configured by someone else (a binding's `allowedModes` and freshness
+    /// policy). `None` on a host without an index of its own (literal only, or on a `serve`).
+    pub fn fresh_backend(self: &Arc<Host>) -> Option<Arc<dyn RepositoryIndexBackend>> {
+        let inner = self.backend.clone()?;
+        Some(Arc::new(FreshBackend {
+            host: self.clone(),
+            inner,
+        }))
+    }
+}
+
+fn boxed(e: crate::HostError) -> BackendError {
+    Box::new(e)
+}
+
+impl RepositoryIndexBackend for FreshBackend {
+    fn capabilities(&self) -> BackendCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn update(&self, request: UpdateRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.inner.update(request)
+    }
+
+    fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.inner.remove(request)
+    }
+
+    fn search(
+        &self,
+        request: SearchRequest,
+    ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
+        Box::pin(async move {
+            // The trigram index was refreshed by the `status` call before this one; the semantic
+            // store is caught up only when a query reads it.
+            if request.mode == SearchMode::Semantic {
+                self.host
+                    .refresh(SearchMode::Semantic)
+                    .await
+                    .map_err(boxed)?;
+            }
+            self.inner.search(request).await
+        })
+    }
+
+    fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
+        Box::pin(async move {
+            self.host
+                .refresh(SearchMode::IndexedLiteral)
+                .await
+                .map_err(boxed)?;
+            self.inner.status().await
+        })
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.inner.dispose()
+    }
+}

@@ -188,6 +188,8 @@ pub(crate) fn ci(_args: &[String]) -> Result<(), String> {
         "warnings",
     ]))?;
     run(cargo().args(["test", "--workspace"]))?;
+    // The Node.js binding: its module, its tests and its types.
+    crate::node::node(&[])?;
     run(cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings"))?;

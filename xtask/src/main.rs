@@ -15,6 +15,7 @@ mod eval;
 mod fuzz;
 mod model;
 mod msrv;
+mod node;
 #[cfg(test)]
 mod tidy;
 
@@ -40,6 +41,9 @@ commands:
            --corpus linux --semantic: the semantic store's build and queries beside the
            trigram index's
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
+  node     build the Node.js binding into bindings/node/native, then its tests (node --test,
+           the packed tarball installed in a fresh directory) and tsc --strict on its types
+           [--build-only]
   fuzz     run the cargo-fuzz targets [--seconds N (60)] [--target T]
   chaos    run the chaos suite in a loop until the first failure [--minutes N (10)]
            [--test chaos|chaos_mcp]... [--release]
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Some("corpus") => corpus::corpus(&args[1..]),
         Some("model") => model::model(&args[1..]),
         Some("eval") => eval::eval(&args[1..]),
+        Some("node") => node::node(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         Some("chaos") => chaos::chaos(&args[1..]),
         Some("help") | None => {

@@ -1,0 +1,131 @@
+// The embedded index through the binding: the same files as ripgrep, fresh after every write,
+// and any number of parallel callers (async tasks and worker threads) with zero failures.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync, renameSync, rmSync } from "node:fs";
+import path from "node:path";
+import { Worker } from "node:worker_threads";
+
+import {
+  createEmbeddedIndex,
+  createGitAwareRepositoryOperations,
+  createIndexedRepositoryOperations,
+  createRepoSearchTool,
+} from "repo-search/agent";
+import { rgFiles, worktree } from "./helpers.mjs";
+
+const WORDS = ["alpha", "beta", "gamma", "delta", "parse_config", "Render", "tokio::spawn", "unsafe {"];
+
+// A tree of 400 files in nested directories, with an ignored directory and a hidden file that
+// ripgrep's default selection leaves out.
+function generatedTree() {
+  const files = { ".gitignore": "target/\n", ".hidden.rs": "alpha hidden\n", "target/out.rs": "alpha ignored\n" };
+  let seed = 7;
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+  for (let i = 0; i < 400; i++) {
+    const lines = [];
+    for (let l = 0; l < 20; l++) {
+      lines.push(`line ${l} ${WORDS[next() % WORDS.length]} ${next() % 1000} ${i % 7 === 0 ? "rare_token_" + (i % 3) : ""}`);
+    }
+    const ext = ["rs", "py", "md", "c"][i % 4];
+    files[`dir_${i % 9}/sub_${i % 4}/file_${i}.${ext}`] = lines.join("\n") + "\n";
+  }
+  return worktree(files);
+}
+
+const cwd = generatedTree();
+const fallback = createGitAwareRepositoryOperations(cwd);
+const operations = createIndexedRepositoryOperations(cwd, {
+  index: createEmbeddedIndex(cwd),
+  fallback,
+  allowedModes: ["literal", "indexed_literal"],
+});
+
+async function indexedFiles(query, extra = {}) {
+  const r = await operations.search({ query, mode: "indexed_literal", maxResults: 1000, ...extra });
+  assert.equal(r.complete, true);
+  assert.equal(r.untrusted_index, true);
+  return r.hits.map((h) => h.path).sort();
+}
+
+test("indexed_literal finds the files rg -l finds", async () => {
+  for (const query of [...WORDS, "rare_token_1", "line 19", "no such text anywhere", "é"]) {
+    assert.deepEqual(await indexedFiles(query), rgFiles(cwd, query), query);
+    const literal = await fallback.search({ query, output: "files", maxResults: 1000 });
+    assert.equal(literal.complete, true);
+    assert.deepEqual([...new Set(literal.hits.map((h) => h.path))].sort(), rgFiles(cwd, query), `literal ${query}`);
+  }
+  assert.deepEqual(await indexedFiles("ALPHA", { caseInsensitive: true }), rgFiles(cwd, "ALPHA", ["-i"]));
+  assert.deepEqual(await indexedFiles("alpha", { path: "dir_3" }), rgFiles(path.join(cwd, "dir_3"), "alpha").map((p) => `dir_3/${p}`));
+  assert.deepEqual(await indexedFiles("alpha", { type: ["py"] }), rgFiles(cwd, "alpha", ["-t", "py"]));
+  assert.deepEqual(await indexedFiles("alpha", { includeHidden: true }), rgFiles(cwd, "alpha", ["--hidden"]));
+  assert.deepEqual(await indexedFiles("alpha", { includeIgnored: true }), rgFiles(cwd, "alpha", ["--no-ignore"]));
+});
+
+test("every answer sees the worktree as it is now", async () => {
+  const file = path.join(cwd, "dir_1/fresh.rs");
+  writeFileSync(file, "fn just_written_token() {}\n");
+  assert.deepEqual(await indexedFiles("just_written_token"), ["dir_1/fresh.rs"]);
+  renameSync(file, path.join(cwd, "dir_2/moved.rs"));
+  assert.deepEqual(await indexedFiles("just_written_token"), ["dir_2/moved.rs"]);
+  writeFileSync(path.join(cwd, "dir_2/moved.rs"), "fn changed_token() {}\n");
+  assert.deepEqual(await indexedFiles("just_written_token"), []);
+  assert.deepEqual(await indexedFiles("changed_token"), ["dir_2/moved.rs"]);
+  rmSync(path.join(cwd, "dir_2/moved.rs"));
+  assert.deepEqual(await indexedFiles("changed_token"), []);
+  const status = await operations.index.status();
+  assert.equal(status.state, "ready");
+  assert.match(status.sourceRevision, /\+g\d+$/);
+});
+
+test("a watching index answers as fresh", async () => {
+  const dir = worktree({ "a.rs": "one\n" });
+  const ops = createIndexedRepositoryOperations(dir, {
+    index: createEmbeddedIndex(dir, { watch: true }),
+    allowedModes: ["literal", "indexed_literal"],
+  });
+  assert.deepEqual((await ops.search({ query: "one", mode: "indexed_literal" })).hits.map((h) => h.path), ["a.rs"]);
+  for (let i = 0; i < 20; i++) {
+    writeFileSync(path.join(dir, `w${i}.rs`), `watched_${i}\n`);
+    const r = await ops.search({ query: `watched_${i}`, mode: "indexed_literal" });
+    assert.deepEqual(r.hits.map((h) => h.path), [`w${i}.rs`], `write ${i}`);
+  }
+});
+
+test("parallel async callers: zero failures, the same answers", async () => {
+  const tool = createRepoSearchTool(cwd, { operations, modes: ["literal", "indexed_literal"] });
+  const expected = rgFiles(cwd, "gamma");
+  const calls = Array.from({ length: 200 }, (_, i) =>
+    i % 3 === 0
+      ? tool.execute({ query: "gamma", mode: "indexed_literal", max_results: 1000 })
+      : operations.search({ query: "gamma", mode: i % 2 ? "indexed_literal" : "literal", maxResults: 1000 }),
+  );
+  const results = await Promise.allSettled(calls);
+  const failed = results.filter((r) => r.status === "rejected");
+  assert.deepEqual(failed.map((r) => `${r.reason.code}: ${r.reason.message}`), []);
+  for (const r of results) {
+    assert.deepEqual([...new Set(r.value.hits.map((h) => h.path))].sort(), expected);
+  }
+});
+
+test("worker threads, each with its own index handle on one worktree: zero failures", async () => {
+  const expected = rgFiles(cwd, "delta");
+  const worker = new URL("./worker.mjs", import.meta.url);
+  const runs = await Promise.all(
+    Array.from(
+      { length: 4 },
+      (_, i) =>
+        new Promise((resolve, reject) => {
+          const w = new Worker(worker, { workerData: { cwd, query: "delta", queries: 25, writer: i === 0 } });
+          w.once("message", resolve);
+          w.once("error", reject);
+        }),
+    ),
+  );
+  for (const run of runs) {
+    assert.deepEqual(run.failures, []);
+    assert.equal(run.answers.length, 25);
+    for (const answer of run.answers) assert.deepEqual(answer, expected);
+  }
+});

@@ -133,13 +133,10 @@ export function createGitAwareRepositoryOperations(cwd) {
   return operationsObject(callNative(() => native.gitAwareOperations(String(cwd))));
 }
 
-// A JSON replacer that keeps what JSON cannot carry visible to the Rust side: a non-finite
-// number as its name ("NaN", "Infinity"), which the trust gate refuses, and a Date as its time.
-function carry(key, value) {
-  const raw = this[key];
-  if (raw instanceof Date) return raw.getTime();
-  if (typeof value === "number" && !Number.isFinite(value)) return String(value);
-  return value;
+// A status's `updatedAt` may be a Date: sent as its time. (JSON makes NaN and Infinity `null`,
+// which the Rust side refuses wherever a number must be: a score, a line, a time.)
+function withTime(status) {
+  return status?.updatedAt instanceof Date ? { ...status, updatedAt: status.updatedAt.getTime() } : status;
 }
 
 const BACKEND_METHODS = ["update", "remove", "search", "status", "dispose"];
@@ -162,9 +159,10 @@ function dispatcher(backend) {
       switch (op) {
         case "search":
           value = await backend.search({ ...payload, signal: controller.signal });
+          if (value?.status?.updatedAt instanceof Date) value = { ...value, status: withTime(value.status) };
           break;
         case "status":
-          value = await backend.status();
+          value = withTime(await backend.status());
           break;
         case "update":
           value = await backend.update(payload);
@@ -178,7 +176,7 @@ function dispatcher(backend) {
         default:
           return '{"error":true}';
       }
-      return JSON.stringify({ ok: value ?? null }, carry);
+      return JSON.stringify({ ok: value ?? null });
     } catch {
       return '{"error":true}';
     } finally {

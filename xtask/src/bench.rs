@@ -13,6 +13,9 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let literal = args.iter().any(|a| a == "--literal");
+    if args.iter().any(|a| a == "--node") {
+        return node_overhead();
+    }
     let linux = args
         .windows(2)
         .any(|w| w[0] == "--corpus" && w[1] == "linux");
@@ -997,4 +1000,14 @@ mod tests {
         assert_eq!(json_number(out, "last"), 7.0);
         assert!(json_number(out, "missing").is_nan());
     }
+}
+
+/// `cargo xtask bench --node`: the Node binding's own cost (`bindings/node/bench/overhead.mjs`):
+/// a query through the package against the same query timed inside Rust, and a JavaScript
+/// backend's 1000 hits through the trust gate.
+fn node_overhead() -> Result<(), String> {
+    crate::node::build()?;
+    run(Command::new("node")
+        .arg("bench/overhead.mjs")
+        .current_dir(crate::node::package_dir()))
 }

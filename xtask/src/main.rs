@@ -39,7 +39,8 @@ commands:
            generated tree and, when prepared, the Linux corpus; --corpus linux
            --backend postgres: the PostgreSQL backend beside the embedded index and rg;
            --corpus linux --semantic: the semantic store's build and queries beside the
-           trigram index's
+           trigram index's; --node: the Node binding's cost per query over the Rust facade, and
+           a JavaScript backend's 1000 hits through the trust gate
   corpus linux   prepare the Linux kernel corpus under target/corpus/linux
   node     build the Node.js binding into bindings/node/native, then its tests (node --test,
            the packed tarball installed in a fresh directory) and tsc --strict on its types

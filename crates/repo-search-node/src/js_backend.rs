@@ -21,6 +21,7 @@ use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Status, bindgen_prelude::Function};
 use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Value, json};
 
 /// The loader's dispatch function. Weak: a backend waiting for calls does not keep the process
@@ -98,9 +99,13 @@ impl JsBackend {
         })
     }
 
-    /// Calls `op` with `payload` and returns the value it resolved to. Dropping the future (the
-    /// facade does at the deadline or on cancel) aborts the call's `AbortSignal`.
-    async fn call(&self, op: &'static str, payload: Value) -> Result<Value, BackendError> {
+    /// Calls `op` with `payload` and parses the value it resolved to as a `T`. Dropping the
+    /// future (the facade does at the deadline or on cancel) aborts the call's `AbortSignal`.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        payload: Value,
+    ) -> Result<T, BackendError> {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         let envelope = json!({ "op": op, "id": id, "payload": payload }).to_string();
         let abort = AbortOnDrop {
@@ -122,17 +127,22 @@ impl JsBackend {
         if reply.len() > MAX_REPLY_BYTES {
             return Err(Box::new(JsBackendError::Malformed));
         }
-        let mut reply: Value =
+        // `{"error":true}` (the backend threw) has no `ok`, and fails here as a malformed
+        // reply would: either way the caller sees only `ERR_PRISM_INDEX_FAILED`.
+        let reply: Reply<T> =
             serde_json::from_str(&reply).map_err(|_| JsBackendError::Malformed)?;
-        match reply.get_mut("ok") {
-            Some(value) => Ok(value.take()),
-            None => Err(Box::new(JsBackendError::Threw)),
-        }
+        Ok(reply.ok)
     }
 
     async fn status_now(&self) -> Result<IndexStatus, BackendError> {
         parse_status(self.call("status", Value::Null).await?)
     }
+}
+
+/// The dispatch function's reply: `{"ok": value}`.
+#[derive(Deserialize)]
+struct Reply<T> {
+    ok: T,
 }
 
 /// Tells the loader to abort a call's `AbortSignal` when the call is dropped before it settled.
@@ -167,8 +177,7 @@ struct JsStatus {
 
 /// An unknown state fails closed (`ERR_PRISM_INDEX_FAILED`); an `updatedAt` that is not a time
 /// (NaN, negative, a string) is absent, which the freshness gate refuses as stale.
-fn parse_status(value: Value) -> Result<IndexStatus, BackendError> {
-    let js: JsStatus = serde_json::from_value(value).map_err(|_| JsBackendError::Malformed)?;
+fn parse_status(js: JsStatus) -> Result<IndexStatus, BackendError> {
     let state = match js.state.as_str() {
         "empty" => IndexState::Empty,
         "building" => IndexState::Building,
@@ -194,7 +203,7 @@ fn parse_status(value: Value) -> Result<IndexStatus, BackendError> {
 struct JsAnswer {
     hits: Vec<JsHit>,
     #[serde(default)]
-    status: Option<Value>,
+    status: Option<JsStatus>,
     #[serde(default)]
     complete: Option<bool>,
 }
@@ -202,10 +211,10 @@ struct JsAnswer {
 #[derive(Deserialize)]
 struct JsHit {
     path: String,
-    #[serde(default)]
-    line: Option<u64>,
-    #[serde(default)]
-    column: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    line: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    column: Option<Value>,
     #[serde(default)]
     snippet: Option<String>,
     #[serde(default)]
@@ -218,15 +227,27 @@ struct JsHit {
     after: Vec<String>,
 }
 
-/// A score as the loader sends it: a number, or the name of a non-finite one (`"NaN"`,
-/// `"Infinity"`), which JSON cannot carry. Anything else (missing, a string) is NaN: the trust
-/// gate refuses it.
+/// A score as JSON carries it: a number. Anything else (missing, a string, or `null`, which is
+/// what `JSON.stringify` makes of NaN and Infinity) is NaN, which the trust gate refuses.
 fn score(value: &Value) -> f64 {
     match value {
         Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-        Value::String(s) if s == "Infinity" => f64::INFINITY,
-        Value::String(s) if s == "-Infinity" => f64::NEG_INFINITY,
         _ => f64::NAN,
+    }
+}
+
+/// A field that is there, even as `null`: `Some`. Absent fields take the default, `None`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A line or column: absent is 1 (the specification makes positions optional); anything but a
+/// whole positive number (`null` from a NaN, a string, a fraction) is 0, which the trust gate
+/// refuses.
+fn position(value: Option<&Value>) -> u64 {
+    match value {
+        None => 1,
+        Some(v) => v.as_u64().unwrap_or(0),
     }
 }
 
@@ -305,13 +326,13 @@ impl RepositoryIndexBackend for JsBackend {
                 "sourceRevision": request.source_revision,
                 "changes": changes,
             });
-            self.call("update", payload).await.map(drop)
+            self.call::<IgnoredAny>("update", payload).await.map(drop)
         })
     }
 
     fn remove(&self, request: RemoveRequest) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            self.call("remove", json!({ "paths": request.paths }))
+            self.call::<IgnoredAny>("remove", json!({ "paths": request.paths }))
                 .await
                 .map(drop)
         })
@@ -322,9 +343,7 @@ impl RepositoryIndexBackend for JsBackend {
         request: SearchRequest,
     ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
         Box::pin(async move {
-            let answer = self.call("search", search_payload(&request)).await?;
-            let answer: JsAnswer =
-                serde_json::from_value(answer).map_err(|_| JsBackendError::Malformed)?;
+            let answer: JsAnswer = self.call("search", search_payload(&request)).await?;
             // A backend that does not say which version it searched is stamped with the status
             // it reports right after: never older than the hits, so never a fresher lie.
             let status = match answer.status {
@@ -340,8 +359,8 @@ impl RepositoryIndexBackend for JsBackend {
                 .map(|h| BackendHit {
                     score: score(&h.score),
                     path: h.path,
-                    line: h.line.unwrap_or(1),
-                    column: h.column.unwrap_or(1),
+                    line: position(h.line.as_ref()),
+                    column: position(h.column.as_ref()),
                     snippet: h.snippet.unwrap_or_default(),
                     count: h.count,
                     before: h.before,
@@ -363,7 +382,11 @@ impl RepositoryIndexBackend for JsBackend {
     }
 
     fn dispose(&self) -> BoxFuture<'_, Result<(), BackendError>> {
-        Box::pin(async move { self.call("dispose", Value::Null).await.map(drop) })
+        Box::pin(async move {
+            self.call::<IgnoredAny>("dispose", Value::Null)
+                .await
+                .map(drop)
+        })
     }
 }
 
@@ -392,7 +415,12 @@ mod tests {
 
     #[test]
     fn statuses_fail_closed() {
-        let check = |v: Value| parse_status(v).map(|s| (s.state, s.updated_at));
+        let check = |v: Value| {
+            serde_json::from_value::<JsStatus>(v)
+                .map_err(|_| ())
+                .and_then(|js| parse_status(js).map_err(|_| ()))
+                .map(|s| (s.state, s.updated_at))
+        };
         assert!(check(json!({"state": "warm"})).is_err());
         assert!(check(json!({})).is_err());
         assert_eq!(
@@ -408,10 +436,13 @@ mod tests {
     }
 
     #[test]
-    fn scores_that_json_cannot_carry_reach_the_gate_as_non_finite() {
-        assert!(score(&json!("NaN")).is_nan());
-        assert!(score(&json!("Infinity")).is_infinite());
+    fn scores_and_positions_json_cannot_carry_reach_the_gate_as_refusable() {
+        assert!(score(&json!("0.5")).is_nan());
         assert!(score(&Value::Null).is_nan());
+        assert_eq!(position(None), 1);
+        assert_eq!(position(Some(&Value::Null)), 0);
+        assert_eq!(position(Some(&json!(1.5))), 0);
+        assert_eq!(position(Some(&json!(7))), 7);
         assert_eq!(score(&json!(0.5)), 0.5);
     }
 }

@@ -36,6 +36,7 @@
 //! const result = await operations.search({ query: "fn main", mode: "indexed_literal" });
 //! ```
 
+mod answer;
 mod js_backend;
 mod wire;
 
@@ -59,7 +60,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::js_backend::JsBackend;
-use crate::wire::{Failure, error_reply, reply, status_to_js, to_js};
+use crate::wire::{Failure, error_reply, reply, status_to_js};
 
 /// A thrown error whose message is the error reply, which the loader turns into an `IndexError`.
 fn thrown(e: impl Into<Failure>) -> napi::Error {
@@ -406,11 +407,11 @@ pub fn indexed_operations(
 
 /// The JSON reply of a search: the result with the specification's names.
 fn result_reply(result: Result<index_contract::SearchResult, IndexError>) -> String {
-    reply(result.and_then(|r| {
-        serde_json::to_value(&r)
-            .map(to_js)
-            .map_err(|_| IndexError::BackendFailed)
-    }))
+    match result.map(|r| answer::ok_reply(&r)) {
+        Ok(Ok(text)) => text,
+        Ok(Err(_)) => error_reply(IndexError::BackendFailed),
+        Err(e) => error_reply(e),
+    }
 }
 
 #[napi]

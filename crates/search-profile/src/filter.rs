@@ -68,6 +68,14 @@ impl PathFilter {
         let globs = globs
             .build()
             .map_err(|_| IndexError::InvalidGlob { index: 0 })?;
+        // ripgrep's default definitions compile into a glob set of several hundred globs: built
+        // only when a type is asked for, since without one no path is matched by type.
+        if files.types.is_empty() {
+            return Ok(PathFilter {
+                globs,
+                types: Types::empty(),
+            });
+        }
         let mut types = TypesBuilder::new();
         types.add_defaults();
         for (index, name) in files.types.iter().enumerate() {

@@ -86,13 +86,14 @@ function unwrap(text) {
   return reply.ok;
 }
 
-// Runs `call(token)` with a native cancel token that `signal` fires.
+// Runs `call(token)` with a native cancel token that `signal` fires (none without a signal).
 async function withSignal(signal, call) {
-  const token = new native.CancelToken();
   if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
     throw unsupported("signal must be an AbortSignal");
   }
-  if (!signal) return unwrap(await call(token));
+  // Without a signal there is nothing to cancel: no token is made.
+  if (!signal) return unwrap(await call(undefined));
+  const token = new native.CancelToken();
   if (signal.aborted) token.cancel();
   const onAbort = () => token.cancel();
   signal.addEventListener("abort", onAbort, { once: true });

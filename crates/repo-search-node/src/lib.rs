@@ -426,17 +426,18 @@ impl NativeOperations {
             .collect()
     }
 
-    /// `search(request)`: the request as JSON (without its signal, which `cancel` stands for).
+    /// `search(request)`: the request as JSON (without its signal, which `cancel` stands for
+    /// when the caller gave one).
     #[napi]
     pub fn search<'env>(
         &self,
         env: &'env Env,
         request_json: String,
-        cancel: &CancelToken,
+        cancel: Option<&CancelToken>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let operations = self.operations.clone();
         let request = wire::search_request(&self.spec, &request_json);
-        let signal = cancel.signal.clone();
+        let signal = cancel.map_or_else(CancelSignal::new, |c| c.signal.clone());
         env.spawn_future(async move {
             let mut request = match request {
                 Ok(r) => r,
@@ -595,10 +596,10 @@ impl NativeTool {
         &self,
         env: &'env Env,
         arguments_json: String,
-        cancel: &CancelToken,
+        cancel: Option<&CancelToken>,
     ) -> napi::Result<PromiseRaw<'env, String>> {
         let tool = self.tool.clone();
-        let signal = cancel.signal.clone();
+        let signal = cancel.map_or_else(CancelSignal::new, |c| c.signal.clone());
         env.spawn_future(async move {
             let arguments: Value = match serde_json::from_str(&arguments_json) {
                 Ok(v) => v,

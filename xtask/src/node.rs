@@ -99,6 +99,7 @@ pub(crate) fn node(args: &[String]) -> Result<(), String> {
         .args(["--test", "--test-concurrency=1"])
         .args(&tests)
         .env("REPO_SEARCH_RG", root().join("target/tools/bin/rg"))
+        .env("REPO_SEARCH_TEST_MODEL_DIR", crate::model::model_dir())
         .current_dir(&dir))?;
     run(Command::new("node")
         .args([

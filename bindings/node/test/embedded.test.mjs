@@ -129,3 +129,46 @@ test("worker threads, each with its own index handle on one worktree: zero failu
     for (const answer of run.answers) assert.deepEqual(answer, expected);
   }
 });
+
+test("semantic through the binding, where the model is", async () => {
+  const modelDir = process.env.REPO_SEARCH_TEST_MODEL_DIR;
+  assert.ok(modelDir, "REPO_SEARCH_TEST_MODEL_DIR is not set: run the tests with `cargo xtask node`");
+  const dir = worktree({
+    "src/config.rs": "/// Reads the settings file and parses each key and value.\npub fn load_settings(path: &Path) -> Settings { parse_toml(read(path)) }\n",
+    "src/net.rs": "/// Opens a TCP socket to the server and retries on failure.\npub fn connect(addr: &str) -> Stream { retry(|| dial(addr)) }\n",
+    "src/draw.rs": "/// Paints the widgets onto the screen buffer.\npub fn render(frame: &mut Frame) { for w in widgets() { w.paint(frame) } }\n",
+  });
+  const ops = createIndexedRepositoryOperations(dir, {
+    index: createEmbeddedIndex(dir, { modelDir, rerank: "never" }),
+    allowedModes: ["literal", "indexed_literal", "semantic"],
+  });
+  const r = await ops.search({ query: "read the configuration file", mode: "semantic", maxResults: 3 });
+  assert.equal(r.untrusted_index, true);
+  assert.equal(r.indexed.mode, "semantic");
+  assert.equal(r.hits[0].path, "src/config.rs");
+  const tool = createRepoSearchTool(dir, { operations: ops, modes: ["semantic", "literal"] });
+  assert.deepEqual(tool.inputSchema.properties.mode.enum, ["semantic", "literal"]);
+
+  // Asked for, and no model anywhere: the error says where it looked.
+  const saved = { cache: process.env.XDG_CACHE_HOME, model: process.env.REPO_SEARCH_MODEL_DIR, home: process.env.HOME };
+  process.env.XDG_CACHE_HOME = worktree({});
+  process.env.HOME = process.env.XDG_CACHE_HOME;
+  delete process.env.REPO_SEARCH_MODEL_DIR;
+  try {
+    assert.throws(
+      () => createEmbeddedIndex(dir, { semantic: true }),
+      (e) => e.code === "ERR_PRISM_INDEX_UNSUPPORTED" && /no static model/.test(e.message),
+    );
+    // Not asked for: the other modes are served, and semantic is refused as undeclared.
+    const plain = createEmbeddedIndex(dir);
+    assert.throws(
+      () => createIndexedRepositoryOperations(dir, { index: plain, allowedModes: ["semantic"] }),
+      (e) => e.code === "ERR_PRISM_INDEX_UNSUPPORTED",
+    );
+  } finally {
+    for (const [k, v] of [["XDG_CACHE_HOME", saved.cache], ["REPO_SEARCH_MODEL_DIR", saved.model], ["HOME", saved.home]]) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+});

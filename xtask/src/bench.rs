@@ -960,6 +960,16 @@ fn compared(name: &str, ours: f64, peer: f64) -> [String; 4] {
     ]
 }
 
+/// `cargo xtask bench --node`: the Node binding's own cost (`bindings/node/bench/overhead.mjs`):
+/// a query through the package against the same query timed inside Rust, and a JavaScript
+/// backend's 1000 hits through the trust gate.
+fn node_overhead() -> Result<(), String> {
+    crate::node::build()?;
+    run(Command::new("node")
+        .arg("bench/overhead.mjs")
+        .current_dir(crate::node::package_dir()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Table, fixed, json_number, ratio};
@@ -1000,14 +1010,4 @@ mod tests {
         assert_eq!(json_number(out, "last"), 7.0);
         assert!(json_number(out, "missing").is_nan());
     }
-}
-
-/// `cargo xtask bench --node`: the Node binding's own cost (`bindings/node/bench/overhead.mjs`):
-/// a query through the package against the same query timed inside Rust, and a JavaScript
-/// backend's 1000 hits through the trust gate.
-fn node_overhead() -> Result<(), String> {
-    crate::node::build()?;
-    run(Command::new("node")
-        .arg("bench/overhead.mjs")
-        .current_dir(crate::node::package_dir()))
 }

@@ -5,7 +5,7 @@
 //! `{"ok": value}`, or `{"error": true}` when the backend threw or rejected (its words stay on
 //! the JavaScript side, so no backend text can reach an error). Everything it returns is
 //! untrusted: this module parses it leniently enough that a lie reaches the trust gate (a
-//! non-finite score becomes NaN, which the gate refuses as `ERR_PRISM_INDEX_UNTRUSTED`) and
+//! non-finite score becomes NaN, which the gate refuses as `ErrorCode::Untrusted`) and
 //! strictly enough that nothing malformed is served (an unknown state or a hit without a path
 //! is a failure).
 
@@ -128,7 +128,7 @@ impl JsBackend {
             return Err(Box::new(JsBackendError::Malformed));
         }
         // `{"error":true}` (the backend threw) has no `ok`, and fails here as a malformed
-        // reply would: either way the caller sees only `ERR_PRISM_INDEX_FAILED`.
+        // reply would: either way the caller sees only `ErrorCode::Failed`.
         let reply: Reply<T> =
             serde_json::from_str(&reply).map_err(|_| JsBackendError::Malformed)?;
         Ok(reply.ok)
@@ -175,7 +175,7 @@ struct JsStatus {
     updated_at: Option<Value>,
 }
 
-/// An unknown state fails closed (`ERR_PRISM_INDEX_FAILED`); an `updatedAt` that is not a time
+/// An unknown state fails closed (`ErrorCode::Failed`); an `updatedAt` that is not a time
 /// (NaN, negative, a string) is absent, which the freshness gate refuses as stale.
 fn parse_status(js: JsStatus) -> Result<IndexStatus, BackendError> {
     let state = match js.state.as_str() {

@@ -172,3 +172,19 @@ test("semantic through the binding, where the model is", async () => {
     }
   }
 });
+
+test("from a directory inside the worktree, every mode names files from the worktree's root", async () => {
+  const sub = path.join(cwd, "dir_4");
+  const ops = createIndexedRepositoryOperations(sub, {
+    index: createEmbeddedIndex(sub),
+    fallback: createGitAwareRepositoryOperations(sub),
+    allowedModes: ["literal", "indexed_literal"],
+  });
+  const indexed = await ops.search({ query: "beta", mode: "indexed_literal", path: "dir_4", maxResults: 1000 });
+  const literal = await ops.search({ query: "beta", path: "dir_4", output: "files", maxResults: 1000 });
+  const expected = rgFiles(sub, "beta").map((p) => `dir_4/${p}`);
+  assert.ok(expected.length > 0);
+  assert.deepEqual(indexed.hits.map((h) => h.path).sort(), expected);
+  assert.deepEqual(literal.hits.map((h) => h.path).sort(), expected);
+  assert.equal(createRepoSearchTool(sub, { operations: ops }).name, "repo_search");
+});

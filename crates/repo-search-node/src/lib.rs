@@ -272,15 +272,19 @@ pub struct NativeOperations {
     root: PathBuf,
 }
 
+/// The directory every path of an answer is relative to: the root of the git worktree holding
+/// `cwd`, as the embedded index and the CLI use, so that `literal` and the index modes name a
+/// file alike from any directory inside it; `cwd` itself outside a worktree.
 fn root_of(cwd: &str) -> Result<PathBuf, Failure> {
-    let root = Path::new(cwd).canonicalize().ok().filter(|p| p.is_dir());
-    root.ok_or(Failure::new(
+    let dir = Path::new(cwd).canonicalize().ok().filter(|p| p.is_dir());
+    let dir = dir.ok_or(Failure::new(
         ErrorCode::Unsupported,
         "cwd does not exist or is not a directory",
-    ))
+    ))?;
+    Ok(repo_search_host::worktree_root(&dir).map_or(dir, |(root, _)| root))
 }
 
-/// `createGitAwareRepositoryOperations(cwd)`: the literal search over `cwd`, with ripgrep's
+/// `createGitAwareRepositoryOperations(cwd)`: the literal search over the worktree holding `cwd`, with ripgrep's
 /// selection (git's ignore rules, hidden files left out).
 #[napi]
 pub fn git_aware_operations(cwd: String) -> napi::Result<NativeOperations> {

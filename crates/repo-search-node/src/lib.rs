@@ -284,8 +284,8 @@ fn root_of(cwd: &str) -> Result<PathBuf, Failure> {
     Ok(repo_search_host::worktree_root(&dir).map_or(dir, |(root, _)| root))
 }
 
-/// `createGitAwareRepositoryOperations(cwd)`: the literal search over the worktree holding `cwd`, with ripgrep's
-/// selection (git's ignore rules, hidden files left out).
+/// `createGitAwareRepositoryOperations(cwd)`: the literal search over the worktree holding
+/// `cwd`, with ripgrep's selection (git's ignore rules, hidden files left out).
 #[napi]
 pub fn git_aware_operations(cwd: String) -> napi::Result<NativeOperations> {
     let root = root_of(&cwd).map_err(thrown)?;

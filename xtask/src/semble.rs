@@ -5,14 +5,15 @@
 //!
 //! Sources come through the project's own commands, by package name, cached under
 //! `target/eval/semble/`: a PyPI sdist (`pip download --no-binary`), an npm tarball (`npm pack`),
-//! a Debian source package (`apt-get source`, from a `deb-src` list of its own that leaves the
-//! system's untouched) or a Debian binary package that ships the sources (`apt-get download`,
-//! `dpkg -x`). A repository with no reachable source (gson) is reported as not run.
+//! a Debian source package (`apt-get source`) or a Debian binary package that ships the sources
+//! (`apt-get download`, `dpkg -x`), both from package lists of its own that leave the system's
+//! untouched. A repository with no reachable source (gson) is reported as not run.
 //!
 //! Only each repository's benchmark root is indexed, copied into a git worktree of its own. Each
 //! query runs as a user runs it: `repo-search search --json --max-results 10`, in `semantic`
-//! mode with the defaults (no `index` run, no flag but the model directory) and, as a baseline,
-//! in `indexed_literal -i` with the query as it is.
+//! mode with the defaults (no `index` run, no flag, an empty cache directory: the built-in static
+//! model) and, as a baseline, in `indexed_literal -i` with the query as it is. `--model-dir`
+//! names a model directory instead; `--rerank` without it uses MiniLM beside the built-in model.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,14 +52,14 @@ struct Query {
 pub(crate) fn semble(args: &[String]) -> Result<(), String> {
     let mut set = root().join("../shared/eval/semble-dev");
     let mut only: Vec<String> = Vec::new();
-    let mut model = crate::model::model_dir();
+    let mut model: Option<PathBuf> = None;
     let mut rerank: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--set" => set = it.next().map(PathBuf::from).ok_or(USAGE)?,
             "--repo" => only.push(it.next().ok_or(USAGE)?.clone()),
-            "--model-dir" => model = it.next().map(PathBuf::from).ok_or(USAGE)?,
+            "--model-dir" => model = Some(it.next().map(PathBuf::from).ok_or(USAGE)?),
             "--rerank" => rerank = Some(it.next().ok_or(USAGE)?.clone()),
             _ => return Err(USAGE.into()),
         }
@@ -77,6 +78,14 @@ pub(crate) fn semble(args: &[String]) -> Result<(), String> {
     ]))?;
     let cli = root().join("target/release/repo-search");
     let work = root().join("target/eval/semble");
+    // The user's view: no model directory but an empty cache, or MiniLM alone for the re-rank.
+    let model = match (model, &rerank) {
+        (Some(dir), _) => Some(dir),
+        (None, None) => None,
+        (None, Some(_)) => Some(minilm_only(&work)?),
+    };
+    let home = work.join("home");
+    std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
     let mut rows = Vec::new();
     for repo in repos
         .iter()
@@ -88,7 +97,13 @@ pub(crate) fn semble(args: &[String]) -> Result<(), String> {
             rows.push((repo, queries.len(), None));
             continue;
         };
-        let scored = score_repo(repo, &queries, &tree, &cli, &model, rerank.as_deref())?;
+        let setup = Setup {
+            cli: &cli,
+            home: &home,
+            model: model.as_deref(),
+            rerank: rerank.as_deref(),
+        };
+        let scored = score_repo(repo, &queries, &tree, &setup)?;
         rows.push((repo, queries.len(), Some(scored)));
     }
     print_table(&rows);
@@ -199,12 +214,9 @@ fn fetch(repo: &Repo, work: &Path) -> Result<Option<PathBuf>, String> {
                     .arg(&downloads))?;
                 untar(&single_file(&downloads)?, &unpacked)?;
             }
-            "debian-source" => apt_source(work, pkg, ver, &unpacked)?,
+            "debian-source" => apt(work, &["source", "-qq"], pkg, ver, &unpacked)?,
             "debian-binary" => {
-                run(Command::new("apt-get")
-                    .args(["download", "-q", "-o", "APT::Sandbox::User=root"])
-                    .arg(format!("{pkg}={ver}"))
-                    .current_dir(&downloads))?;
+                apt(work, &["download", "-q"], pkg, ver, &downloads)?;
                 run(Command::new("dpkg-deb")
                     .arg("-x")
                     .arg(single_file(&downloads)?)
@@ -264,21 +276,29 @@ fn untar(archive: &Path, into: &Path) -> Result<(), String> {
         .arg(into))
 }
 
-/// `apt-get source pkg=ver` into `into`, from a `deb-src` list of this command's own (the
-/// system's lists and sources stay untouched).
-fn apt_source(work: &Path, pkg: &str, ver: &str, into: &Path) -> Result<(), String> {
+/// The package lists `apt` reads here: Debian bookworm's binary and source packages, with its
+/// updates and security fixes, whose pinned versions `published.json` names.
+const APT_SOURCES: &str = "\
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+deb-src http://deb.debian.org/debian bookworm main
+deb-src http://deb.debian.org/debian bookworm-updates main
+deb-src http://deb.debian.org/debian-security bookworm-security main
+";
+
+/// `apt-get COMMAND pkg=ver` in `into` (`source` or `download`), from package lists of this
+/// command's own (the system's lists and sources stay untouched, and the pinned version is found
+/// whatever the system's lists are). The lists are fetched when they are new or changed, and
+/// once more when the command fails: a pinned version may have been published since.
+fn apt(work: &Path, command: &[&str], pkg: &str, ver: &str, into: &Path) -> Result<(), String> {
     let apt = work.join("apt");
     let lists = apt.join("lists");
     std::fs::create_dir_all(lists.join("partial"))
         .map_err(|e| format!("{}: {e}", lists.display()))?;
     let sources = apt.join("sources.list");
-    std::fs::write(
-        &sources,
-        "deb-src http://deb.debian.org/debian bookworm main\n\
-         deb-src http://deb.debian.org/debian bookworm-updates main\n\
-         deb-src http://deb.debian.org/debian-security bookworm-security main\n",
-    )
-    .map_err(|e| format!("{}: {e}", sources.display()))?;
+    let changed = std::fs::read_to_string(&sources).ok().as_deref() != Some(APT_SOURCES);
+    std::fs::write(&sources, APT_SOURCES).map_err(|e| format!("{}: {e}", sources.display()))?;
     let options = [
         format!("Dir::Etc::SourceList={}", sources.display()),
         "Dir::Etc::SourceParts=/nonexistent".to_owned(),
@@ -292,13 +312,54 @@ fn apt_source(work: &Path, pkg: &str, ver: &str, into: &Path) -> Result<(), Stri
         }
         c
     };
-    if !lists.join("lock").exists() || std::fs::read_dir(&lists).map_or(0, |d| d.count()) < 3 {
-        run(apt_get().args(["update", "-qq"]))?;
+    let update = || run(apt_get().args(["update", "-qq"]));
+    if changed || std::fs::read_dir(&lists).map_or(0, |d| d.count()) < 3 {
+        update()?;
     }
-    run(apt_get()
-        .args(["source", "-qq"])
-        .arg(format!("{pkg}={ver}"))
-        .current_dir(into))
+    let fetch = || {
+        run(apt_get()
+            .args(command)
+            .arg(format!("{pkg}={ver}"))
+            .current_dir(into))
+    };
+    fetch().or_else(|_| {
+        update()?;
+        fetch()
+    })
+}
+
+/// A model directory holding MiniLM's files but no static model (hard links into the installed
+/// one), so that `semantic` runs on the built-in static model with MiniLM for the re-rank.
+fn minilm_only(work: &Path) -> Result<PathBuf, String> {
+    let installed = crate::model::model_dir();
+    let dir = work.join("minilm-only");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(&installed)
+        .map_err(|e| format!("{}: {e} (run `cargo xtask tools`)", installed.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        let is_file = entry.file_type().map_err(|e| e.to_string())?.is_file();
+        if !is_file || name.to_string_lossy().starts_with("static-") {
+            continue;
+        }
+        let to = dir.join(&name);
+        if !to.exists() {
+            std::fs::hard_link(entry.path(), &to)
+                .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+    }
+    Ok(dir)
+}
+
+/// How each query is run.
+struct Setup<'a> {
+    cli: &'a Path,
+    /// An empty home and cache directory, so that no installed model is found by default.
+    home: &'a Path,
+    model: Option<&'a Path>,
+    rerank: Option<&'a str>,
 }
 
 /// What one repository scored: NDCG@10 per mode, and per query kind for `semantic`.
@@ -312,9 +373,7 @@ fn score_repo(
     repo: &Repo,
     queries: &[Query],
     tree: &Path,
-    cli: &Path,
-    model: &Path,
-    rerank: Option<&str>,
+    setup: &Setup<'_>,
 ) -> Result<Scored, String> {
     // Answers name files from the indexed directory; the annotations name them from the
     // upstream repository's root.
@@ -327,15 +386,17 @@ fn score_repo(
     let mut by_category: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for q in queries {
         let mut args = vec!["--mode".to_owned(), "semantic".to_owned()];
-        args.push("--model-dir".to_owned());
-        args.push(model.to_string_lossy().into_owned());
-        if let Some(r) = rerank {
+        if let Some(model) = setup.model {
+            args.push("--model-dir".to_owned());
+            args.push(model.to_string_lossy().into_owned());
+        }
+        if let Some(r) = setup.rerank {
             args.push(format!("--rerank={r}"));
         }
-        let s = ndcg10(&search(cli, tree, &q.text, &args)?, &prefix, &q.targets);
+        let s = ndcg10(&search(setup, tree, &q.text, &args)?, &prefix, &q.targets);
         let l = ndcg10(
             &search(
-                cli,
+                setup,
                 tree,
                 &q.text,
                 &["--mode".into(), "indexed_literal".into(), "-i".into()],
@@ -363,8 +424,17 @@ fn score_repo(
 }
 
 /// The files `repo-search search` ranks first, best first, at most 10.
-fn search(cli: &Path, tree: &Path, query: &str, mode: &[String]) -> Result<Vec<String>, String> {
+fn search(
+    setup: &Setup<'_>,
+    tree: &Path,
+    query: &str,
+    mode: &[String],
+) -> Result<Vec<String>, String> {
+    let cli = setup.cli;
     let out = Command::new(cli)
+        .env_remove("REPO_SEARCH_MODEL_DIR")
+        .env("HOME", setup.home)
+        .env("XDG_CACHE_HOME", setup.home)
         .arg("search")
         .arg("--root")
         .arg(tree)

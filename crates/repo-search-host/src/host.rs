@@ -91,8 +91,9 @@ pub enum IndexChoice {
 /// How a host serves `semantic`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SemanticConfig {
-    /// The model directory: the static model, and MiniLM for the re-rank.
-    pub model_dir: PathBuf,
+    /// The model directory ([`crate::model_dir`]): MiniLM for the re-rank, and a static model of
+    /// its own when it holds one. `None`: the built-in static model, and no re-rank.
+    pub model_dir: Option<PathBuf>,
     /// When MiniLM re-ranks an answer's head.
     pub rerank: RerankPolicy,
 }
@@ -102,10 +103,10 @@ impl SemanticConfig {
     /// Two hosts with the same setup give the same `semantic` answers; a `serve` says its setup
     /// in its hello, and a client asks it for `semantic` only with its own.
     pub fn setup(&self) -> String {
-        let dir = self
-            .model_dir
-            .canonicalize()
-            .unwrap_or_else(|_| self.model_dir.clone());
+        let dir = match &self.model_dir {
+            Some(d) => d.canonicalize().unwrap_or_else(|_| d.clone()),
+            None => PathBuf::from("<built-in>"),
+        };
         format!("{} rerank={:?}", dir.display(), self.rerank)
     }
 }
@@ -313,7 +314,7 @@ impl Host {
         );
         let mut semantic_damage = None;
         let semantic = match &config.semantic {
-            Some(setup) => match SemanticEngine::open(&setup.model_dir, &index_dir) {
+            Some(setup) => match SemanticEngine::open(setup.model_dir.as_deref(), &index_dir) {
                 Ok(engine) => Some(Arc::new(engine.with_policy(setup.rerank).map_err(|e| {
                     match ModelDamage::of(&e) {
                         Some(damage) => HostError::ModelDamaged(damage),

@@ -12,7 +12,7 @@
 //! - **backend selection**: one [`IndexChoice`] (literal only, the embedded index with or
 //!   without the semantic store, or a shared index in PostgreSQL pushed to before each query,
 //!   or read-only);
-//! - **the semantic wiring**: the model directory ([`find_model`]), the engine beside the
+//! - **the semantic wiring**: the model directory ([`model_dir`]), the engine beside the
 //!   embedded index, and MiniLM's vectors kept in the background;
 //! - **`serve`**: a host on a Unix socket ([`served::serve`]) and the client that relays a
 //!   search to it as an untrusted backend ([`served::connect`]);
@@ -54,9 +54,11 @@ pub use host::{
     Uploaded,
 };
 pub use locate::{index_dir_under, locate, worktree_root};
-pub use model::{MODEL_DIR_ENV, find_model};
+pub use model::{MODEL_DIR_ENV, model_dir};
 pub use progress::{Progress, unwatched};
-pub use semantic_index::{KEPT_CHUNKS_LIMIT, KeptVectors, RerankPolicy};
+pub use semantic_index::{
+    BUILTIN_SHA256, KEPT_CHUNKS_LIMIT, KeptVectors, RerankPolicy, installed_file,
+};
 pub use shared::{BACKEND_ENV, SharedConfig};
 
 /// What the embedded index declares (`BackendCapabilities`): what a host on it offers besides

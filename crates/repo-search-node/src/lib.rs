@@ -170,7 +170,7 @@ fn deadline(ms: Option<u64>) -> Duration {
 
 /// `createEmbeddedIndex(cwd, options)`: the embedded trigram index of the worktree holding `cwd`,
 /// brought up to date with the worktree before every query as the CLI's is (the stat refresh, or
-/// with `watch` the file-system watcher), and `semantic` beside it when a model is found.
+/// with `watch` the file-system watcher), and `semantic` beside it unless `semantic: false`.
 #[napi]
 pub fn open_embedded_index(cwd: String, options_json: String) -> napi::Result<NativeIndex> {
     let opts: EmbeddedOptions = options(&options_json, "options").map_err(thrown)?;
@@ -190,17 +190,13 @@ pub fn open_embedded_index(cwd: String, options_json: String) -> napi::Result<Na
             }));
         }
     };
+    // The static model is built in: `semantic` is served unless it is turned off, and the model
+    // directory only adds MiniLM's re-rank (or a static model of its own).
     if opts.semantic != Some(false) {
-        match repo_search_host::find_model(opts.model_dir.as_deref()) {
-            Some(model_dir) => config.semantic = Some(SemanticConfig { model_dir, rerank }),
-            None if opts.semantic == Some(true) || opts.model_dir.is_some() => {
-                return Err(thrown(Failure::new(
-                    ErrorCode::Unsupported,
-                    "semantic: no static model in modelDir, REPO_SEARCH_MODEL_DIR or the cache directory",
-                )));
-            }
-            None => {}
-        }
+        config.semantic = Some(SemanticConfig {
+            model_dir: repo_search_host::model_dir(opts.model_dir.as_deref()),
+            rerank,
+        });
     }
     // Opening the embedded index awaits nothing; a runtime of its own keeps this call
     // synchronous, as the specification's example constructs it.

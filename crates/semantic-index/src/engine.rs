@@ -31,7 +31,7 @@ use crate::reranker::*;
 pub struct SemanticEngine {
     statics: StaticModel,
     model_id: String,
-    model_dir: PathBuf,
+    model_dir: Option<PathBuf>,
     dir: PathBuf,
     /// The version last loaded or committed by this process.
     store: RwLock<Option<Arc<Store>>>,
@@ -51,17 +51,26 @@ pub struct SemanticEngine {
 }
 
 impl SemanticEngine {
-    /// Loads the static model in `model_dir` (checked against its sha256) for a store in
-    /// `index_dir`. `None` when the model cannot be loaded.
-    pub fn open(model_dir: &Path, index_dir: &Path) -> Result<SemanticEngine, crate::Error> {
-        // The tuned model when it is installed. Loading checks the file against its `.sha256`,
-        // which is the model's identity: a damaged model is told from a missing one.
-        let statics = StaticModel::load_file(model_dir, crate::preferred_file(model_dir))?;
+    /// An engine for a store in `index_dir`, with the static model in `model_dir` when it holds
+    /// one ([`crate::installed_file`], checked against its sha256), else the built-in one; MiniLM
+    /// for the re-rank is looked for in `model_dir` when it is needed (there is none without a
+    /// `model_dir`). `model_dir` need not exist. An error when the model directory's static
+    /// model cannot be loaded.
+    pub fn open(
+        model_dir: Option<&Path>,
+        index_dir: &Path,
+    ) -> Result<SemanticEngine, crate::Error> {
+        // Loading checks the file against its `.sha256`, which is the model's identity: a
+        // damaged model is told from a missing one, and is never passed over for the built-in.
+        let statics = match model_dir.and_then(|d| Some((d, crate::installed_file(d)?))) {
+            Some((dir, file)) => StaticModel::load_file(dir, file)?,
+            None => StaticModel::builtin()?,
+        };
         let model_id = statics.sha256().to_owned();
         Ok(SemanticEngine {
             statics,
             model_id,
-            model_dir: model_dir.to_path_buf(),
+            model_dir: model_dir.map(Path::to_path_buf),
             dir: index_dir.join("semantic"),
             store: RwLock::new(None),
             weights: Weights::default(),
@@ -80,7 +89,7 @@ impl SemanticEngine {
     /// [`RerankPolicy::Kept`], which serves the hybrid ranking when it cannot.
     pub fn with_policy(mut self, policy: RerankPolicy) -> Result<Self, crate::Error> {
         if policy == RerankPolicy::Always {
-            let reranker = Reranker::load(&self.model_dir, &self.dir, &self.weights)?;
+            let reranker = Reranker::load(self.minilm_dir()?, &self.dir, &self.weights)?;
             self.reranker = OnceLock::from(Some(reranker));
         }
         self.policy = policy;
@@ -90,8 +99,20 @@ impl SemanticEngine {
     /// MiniLM and the kept vectors, loaded on the first call.
     pub(crate) fn reranker(&self) -> Option<&Reranker> {
         self.reranker
-            .get_or_init(|| Reranker::load(&self.model_dir, &self.dir, &self.weights).ok())
+            .get_or_init(|| {
+                let dir = self.minilm_dir().ok()?;
+                Reranker::load(dir, &self.dir, &self.weights).ok()
+            })
             .as_ref()
+    }
+
+    /// Where MiniLM is looked for: the model directory. An [`crate::Error::Missing`] without one.
+    fn minilm_dir(&self) -> Result<&Path, crate::Error> {
+        self.model_dir
+            .as_deref()
+            .ok_or_else(|| crate::Error::Missing {
+                path: PathBuf::from("model.safetensors"),
+            })
     }
 
     /// Whether [`RerankPolicy::Kept`] re-ranks answers from `store`: it has at most
@@ -105,7 +126,7 @@ impl SemanticEngine {
         }
         let needed = (live as f64 * KEPT_COVERAGE).ceil() as usize;
         // No MiniLM, or too short a log: nothing is loaded.
-        let Some(dim) = MiniLm::dim_in(&self.model_dir) else {
+        let Some(dim) = self.minilm_dir().ok().and_then(MiniLm::dim_in) else {
             return false;
         };
         if !VectorLog::may_hold(&rerank_log_path(&self.dir), needed, dim) {
@@ -137,7 +158,7 @@ impl SemanticEngine {
     /// [`KEPT_CHUNKS_LIMIT`] live chunks, too few of which have a kept vector.
     pub fn rerank_awaits_vectors(&self) -> bool {
         self.policy == RerankPolicy::Kept
-            && MiniLm::dim_in(&self.model_dir).is_some()
+            && self.minilm_dir().ok().and_then(MiniLm::dim_in).is_some()
             && self.store().is_some_and(|s| {
                 (1..=KEPT_CHUNKS_LIMIT).contains(&s.live_chunks()) && !self.kept_vectors_cover(&s)
             })

@@ -20,8 +20,9 @@
 //!   supports, before anything is allocated for it. A bad file is [`Error::Invalid`], naming the
 //!   file and the [`Defect`]; an absent one is [`Error::Missing`].
 //!
-//! Every weight is a documented constant in [`rank`]; docs/semantic.md has the evaluation.
-//! Nothing here downloads anything: the model comes from `cargo xtask tools`.
+//! Every weight is a documented constant in [`rank`]; docs/semantic-design.md has the evaluation.
+//! Nothing here downloads anything: the static model is built in (`StaticModel::builtin`), and
+//! MiniLM comes from `cargo xtask tools`.
 
 use std::path::PathBuf;
 
@@ -46,13 +47,16 @@ pub use model::{MAX_POSITIONS, MiniLm, normalize};
 pub use model_file::{
     BertConfig, Defect, MAX_CHECKSUM_BYTES, MAX_CONFIG_BYTES, MAX_HEADS, MAX_HIDDEN,
     MAX_INTERMEDIATE, MAX_LAYERS, MAX_POSITION_EMBEDDINGS, MAX_SAFETENSORS_HEADER,
-    MAX_STATIC_BYTES, MAX_TOKENIZER_BYTES, MAX_TYPE_VOCAB, MAX_VOCAB, MAX_WEIGHTS_BYTES,
+    MAX_STATIC_BYTES, MAX_TOKENIZER_BYTES, MAX_TYPE_VOCAB, MAX_VOCAB, MAX_WEIGHTS_BYTES, Precision,
     STATIC_HEADER, Safetensors, StaticHeader, TensorInfo,
 };
 pub use rank::{Document, Hit, Scorer, SemanticIndex};
 pub use reranker::{KEPT_CHUNKS_LIMIT, KEPT_COVERAGE, KeptVectors, RerankPolicy};
 pub use segment::HASH_BYTES;
-pub use statics::{STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings, preferred_file};
+pub use statics::{
+    BUILTIN_FILE, BUILTIN_SHA256, STATIC_DIM, STATIC_FILE, StaticModel, TUNED_FILE, TuneSettings,
+    installed_file,
+};
 pub use store::{
     CatchUp, IDF_SAMPLE_FILES, MAX_ANSWER_FILES, MAX_FILE_BYTES, PRIOR_WEIGHT, RELATIVE_FLOOR,
     SourceFile, Store, StoreError, StoreHit, model_id, version_of,

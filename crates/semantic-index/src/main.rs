@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use semantic_index::rank::Weights;
 use semantic_index::{
-    ChunkHash, Document, HASH_BYTES, MiniLm, STATIC_FILE, Scorer, SemanticIndex, StaticModel,
-    TUNED_FILE, TuneSettings, VectorLog,
+    BUILTIN_FILE, BUILTIN_SHA256, ChunkHash, Document, HASH_BYTES, MiniLm, STATIC_FILE, Scorer,
+    SemanticIndex, StaticModel, TUNED_FILE, TuneSettings, VectorLog,
 };
 
 /// The most vectors the evaluation keeps (each corpus has about 11 000 chunks).
@@ -27,6 +27,9 @@ semantic-index <command> --model-dir DIR
 
 commands:
   static                 build the static model from MiniLM into DIR (deterministic)
+  builtin --into DIR2    quantize DIR's static model to int8 and write it, with the tokenizer, into
+                         DIR2 as the built-in model (`cargo xtask model static` writes
+                         crates/semantic-index/model so); says whether its sha256 is the pinned one
   tune --pairs FILE [--epochs N] [--batch N] [--lr X] [--scale X] [--out NAME]
                          fine-tune the static model on (query, code) pairs (FILE from
                          `cargo xtask model static --tune`) into DIR/NAME (default the tuned file)
@@ -35,7 +38,7 @@ commands:
        [--tune] [--dev] [--no-idf] [--minilm-cache FILE]
                          the docstring-to-function evaluation (FILE from `cargo xtask eval semantic`);
                          --static names the static model in DIR (default the tuned one when
-                         built), --tune sweeps the weights on the dev queries, --dev reports the
+                         built; `builtin` for the built-in one), --tune sweeps the weights on the dev queries, --dev reports the
                          dev queries instead of the test queries, --no-idf drops the index's IDF
                          weighting of static vectors, --minilm-cache embeds every chunk with MiniLM
                          once and keeps the vectors in FILE for later runs (the re-rank's ms/query
@@ -117,6 +120,33 @@ fn run(args: Vec<String>) -> Result<(), String> {
             let sha = model.save(&dir).map_err(|e| e.to_string())?;
             println!("static model built in {built:.1} s, sha256 {sha}");
             Ok(())
+        }
+        Some("builtin") => {
+            let out = match rest.get(1..) {
+                Some([flag, out]) if flag == "--into" => PathBuf::from(out),
+                _ => return Err(format!("builtin needs --into DIR\n\n{HELP}")),
+            };
+            let model = StaticModel::load(&dir)
+                .map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
+            std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            let sha = model
+                .quantized()
+                .write_file(&out.join(BUILTIN_FILE))
+                .map_err(|e| e.to_string())?;
+            let tokenizer = std::fs::read(dir.join("tokenizer.json"))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::write(out.join("tokenizer.json"), tokenizer)
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            if sha == BUILTIN_SHA256 {
+                println!("built-in model {BUILTIN_FILE} rebuilt bit for bit, sha256 {sha}");
+                Ok(())
+            } else {
+                Err(format!(
+                    "built-in model {BUILTIN_FILE} written with sha256 {sha}, not the pinned \
+                     {BUILTIN_SHA256}: if the model was meant to change, pin the new sha256 as \
+                     semantic_index::BUILTIN_SHA256"
+                ))
+            }
         }
         Some("tune") => {
             let base = StaticModel::load(&dir)
@@ -238,8 +268,12 @@ fn eval(
     } else {
         STATIC_FILE
     });
-    let statics = StaticModel::load_file(dir, file)
-        .map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
+    let statics = if file == "builtin" {
+        StaticModel::builtin()
+    } else {
+        StaticModel::load_file(dir, file)
+    }
+    .map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
     println!("static model: {file}");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(data).map_err(|e| e.to_string())?)
@@ -351,7 +385,7 @@ fn eval(
             let (h, _) = measure(&index, &dev, scorer, None, true, usize::MAX);
             println!("dev {name} alone: MRR {m:.3} hard {h:.3}");
         }
-        // Dividing by the best cosine always won (docs/semantic.md), and the file-name boost
+        // Dividing by the best cosine always won (docs/semantic-design.md), and the file-name boost
         // cannot be measured here: the grid is over the BM25/dense balance and the definition
         // boost.
         for bm25 in [0.2, 0.275, 0.35, 0.5] {

@@ -2,7 +2,7 @@
 //! normalisation as sentence-transformers does.
 //!
 //! The forward pass is written here on ndarray's `dot` rather than taken from candle: it is about
-//! a hundred lines, compiles in seconds, and needs no `unsafe` of ours (docs/semantic.md has the
+//! a hundred lines, compiles in seconds, and needs no `unsafe` of ours (docs/semantic-design.md has the
 //! measured cost of both).
 
 use std::collections::HashMap;
@@ -204,7 +204,7 @@ impl MiniLm {
     /// `[SEP]` included (at least those two), when that is shorter than the directory's own
     /// limit: the vectors sentence-transformers gives with a `max_seq_length` of `max_tokens`.
     /// The re-rank reads chunks this way: their head says what they are about, and MiniLM's
-    /// cost grows with the length (docs/semantic.md).
+    /// cost grows with the length (docs/semantic-design.md).
     pub fn embed_limited(&self, texts: &[&str], max_tokens: usize) -> Result<Vec<Vec<f32>>, Error> {
         let ids = texts
             .iter()
@@ -386,7 +386,7 @@ pub(crate) fn load_tokenizer(dir: &Path, max_len: Option<usize>) -> Result<Token
 }
 
 /// [`load_tokenizer`] from the bytes of the `tokenizer.json` at `path`.
-fn tokenizer_from_bytes(
+pub(crate) fn tokenizer_from_bytes(
     path: &Path,
     bytes: Vec<u8>,
     max_len: Option<usize>,

@@ -43,11 +43,14 @@ pub const MAX_SAFETENSORS_HEADER: u64 = 16 << 20;
 pub const MAX_CHECKSUM_BYTES: u64 = 1024;
 /// The static model's header: magic, version, vocabulary size and width (u32 each).
 pub const STATIC_HEADER: usize = 20;
-/// The static model's magic.
+/// The static model's magic, for rows of f32s.
 const STATIC_MAGIC: &[u8; 8] = b"RSSTATIC";
+/// The static model's magic, for rows of int8s with one f32 scale per row ([`Precision::Int8`]).
+const INT8_MAGIC: &[u8; 8] = b"RSSTATI8";
 /// The static model format this version reads and writes.
 pub(crate) const STATIC_VERSION: u32 = 1;
-/// The largest static model file: the header and [`MAX_VOCAB`] rows of [`STATIC_DIM`] f32s.
+/// The largest static model file: the header and [`MAX_VOCAB`] rows of [`STATIC_DIM`] f32s (an
+/// int8 model is smaller).
 pub const MAX_STATIC_BYTES: u64 = STATIC_HEADER as u64 + (MAX_VOCAB * STATIC_DIM * 4) as u64;
 
 /// What is wrong with a model file, in fixed words.
@@ -192,6 +195,27 @@ pub(crate) fn read_f32s(file: &File, offset: u64, count: usize) -> std::io::Resu
     Ok(out)
 }
 
+/// How a static model's rows are stored, as its magic says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// `vocab × dim` little-endian f32s.
+    F32,
+    /// `vocab` little-endian f32 scales, then `vocab × dim` int8s: a row is its int8s times its
+    /// scale. The built-in model is stored so, at a quarter of the size.
+    Int8,
+}
+
+impl Precision {
+    /// The bytes of `vocab` rows `dim` wide after the header, `None` on overflow.
+    fn data_bytes(self, vocab: u64, dim: u64) -> Option<u64> {
+        let cells = vocab.checked_mul(dim)?;
+        match self {
+            Precision::F32 => cells.checked_mul(4),
+            Precision::Int8 => cells.checked_add(vocab.checked_mul(4)?),
+        }
+    }
+}
+
 /// The static model's header, checked against the file's length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StaticHeader {
@@ -199,18 +223,25 @@ pub struct StaticHeader {
     pub vocab: usize,
     /// The vector width: [`STATIC_DIM`].
     pub dim: usize,
+    /// How the rows are stored.
+    pub precision: Precision,
 }
 
 impl StaticHeader {
     /// The header at the start of `bytes` (at least [`STATIC_HEADER`] of the file's first
-    /// bytes) of a file of `file_len` bytes: the magic and version this version writes, a width
+    /// bytes) of a file of `file_len` bytes: a magic and version this version writes, a width
     /// of [`STATIC_DIM`], a vocabulary of 1 to [`MAX_VOCAB`] tokens, and exactly the bytes of
-    /// `vocab × dim` f32s after the header.
+    /// `vocab` rows in the magic's [`Precision`] after the header.
     pub fn parse(bytes: &[u8], file_len: u64) -> Result<StaticHeader, Defect> {
         let header = bytes.get(..STATIC_HEADER).ok_or(Defect::Truncated)?;
         let word =
             |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-        if &header[..8] != STATIC_MAGIC || word(8) != STATIC_VERSION {
+        let precision = match &header[..8] {
+            m if m == STATIC_MAGIC => Precision::F32,
+            m if m == INT8_MAGIC => Precision::Int8,
+            _ => return Err(Defect::WrongFormat),
+        };
+        if word(8) != STATIC_VERSION {
             return Err(Defect::WrongFormat);
         }
         let (vocab, dim) = (word(12) as usize, word(16) as usize);
@@ -220,20 +251,26 @@ impl StaticHeader {
         if !(1..=MAX_VOCAB).contains(&vocab) {
             return Err(Defect::VocabularyOutOfRange);
         }
-        let expected = (vocab as u64)
-            .checked_mul(dim as u64)
-            .and_then(|n| n.checked_mul(4))
+        let expected = precision
+            .data_bytes(vocab as u64, dim as u64)
             .and_then(|n| n.checked_add(STATIC_HEADER as u64));
         if expected != Some(file_len) {
             return Err(Defect::LengthMismatch);
         }
-        Ok(StaticHeader { vocab, dim })
+        Ok(StaticHeader {
+            vocab,
+            dim,
+            precision,
+        })
     }
 
     /// The header's bytes.
     pub(crate) fn encode(&self) -> [u8; STATIC_HEADER] {
         let mut out = [0u8; STATIC_HEADER];
-        out[..8].copy_from_slice(STATIC_MAGIC);
+        out[..8].copy_from_slice(match self.precision {
+            Precision::F32 => STATIC_MAGIC,
+            Precision::Int8 => INT8_MAGIC,
+        });
         out[8..12].copy_from_slice(&STATIC_VERSION.to_le_bytes());
         out[12..16].copy_from_slice(&(self.vocab as u32).to_le_bytes());
         out[16..20].copy_from_slice(&(self.dim as u32).to_le_bytes());
@@ -477,7 +514,11 @@ mod tests {
     use super::*;
 
     fn static_file(vocab: u32, dim: u32) -> Vec<u8> {
-        let mut b = STATIC_MAGIC.to_vec();
+        with_magic(STATIC_MAGIC, vocab, dim)
+    }
+
+    fn with_magic(magic: &[u8; 8], vocab: u32, dim: u32) -> Vec<u8> {
+        let mut b = magic.to_vec();
         b.extend_from_slice(&STATIC_VERSION.to_le_bytes());
         b.extend_from_slice(&vocab.to_le_bytes());
         b.extend_from_slice(&dim.to_le_bytes());
@@ -510,6 +551,22 @@ mod tests {
             StaticHeader::parse(&other[..19], 19),
             Err(Defect::Truncated)
         );
+    }
+
+    #[test]
+    fn int8_headers_count_a_scale_and_a_byte_per_cell() {
+        let dim = STATIC_DIM as u32;
+        let check = |vocab: u32, len: u64, expected: Result<usize, Defect>| {
+            let got = StaticHeader::parse(&with_magic(INT8_MAGIC, vocab, dim), len);
+            assert_eq!(got.map(|h| h.vocab), expected, "vocab {vocab}, len {len}");
+        };
+        check(3, 20 + 3 * 4 + 3 * 256, Ok(3));
+        check(3, 20 + 3 * 1024, Err(Defect::LengthMismatch));
+        check(3, 20 + 3 * 256, Err(Defect::LengthMismatch));
+        check(u32::MAX, 20, Err(Defect::VocabularyOutOfRange));
+        let header = StaticHeader::parse(&with_magic(INT8_MAGIC, 3, dim), 20 + 3 * 260).unwrap();
+        assert_eq!(header.precision, Precision::Int8);
+        assert_eq!(header.encode().to_vec(), with_magic(INT8_MAGIC, 3, dim));
     }
 
     #[test]

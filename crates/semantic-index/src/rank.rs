@@ -2,7 +2,7 @@
 //! result per document, and a MiniLM re-rank of the first candidates.
 //!
 //! Every weight is in [`Weights`]; their values were chosen on the evaluation's *dev* queries,
-//! never on the queries it reports (docs/semantic.md).
+//! never on the queries it reports (docs/semantic-design.md).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

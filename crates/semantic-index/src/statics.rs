@@ -1,6 +1,7 @@
 //! The static model: one vector per vocabulary token, distilled from MiniLM by the model2vec
 //! method, so that a chunk is embedded by a table look-up and a mean instead of a transformer.
 
+use std::borrow::Cow;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,8 @@ use crate::Error;
 use crate::chunk::TARGET_BYTES;
 use crate::model::{MiniLm, load_tokenizer, normalize};
 use crate::model_file::{
-    self, Defect, MAX_CHECKSUM_BYTES, MAX_STATIC_BYTES, STATIC_HEADER, StaticHeader, invalid,
+    self, Defect, MAX_CHECKSUM_BYTES, MAX_STATIC_BYTES, Precision, STATIC_HEADER, StaticHeader,
+    invalid,
 };
 use crate::text::for_embedding;
 
@@ -26,13 +28,32 @@ pub const STATIC_FILE: &str = "static-256.bin";
 /// The fine-tuned static model's file name ([`StaticModel::tune`]), beside [`STATIC_FILE`].
 pub const TUNED_FILE: &str = "static-256-tuned.bin";
 
-/// The static model a host should load from `dir`: the fine-tuned one when it is there with its
-/// checksum (the default weights were chosen for it), else the untuned one.
-pub fn preferred_file(dir: &Path) -> &'static str {
+/// The built-in static model's file name, in this crate's `model` directory, where
+/// `cargo xtask model static` writes it: [`STATIC_FILE`]'s model quantized to int8
+/// ([`StaticModel::quantized`]).
+pub const BUILTIN_FILE: &str = "static-256-int8.bin";
+
+/// The sha256 of the built-in static model ([`BUILTIN_FILE`]): its identity, pinned here so that
+/// a changed model is a changed line of code; a test checks the compiled-in bytes against it.
+pub const BUILTIN_SHA256: &str = "fe965b87abbb7ff59f13527ce7ab40bfe1341f5295b7cf3b876a95c99989ec5c";
+
+/// The built-in static model's bytes, compiled into every binary that links this crate.
+static BUILTIN: &[u8] = include_bytes!("../model/static-256-int8.bin");
+
+/// The tokenizer of the model the built-in one was distilled from (all-MiniLM-L6-v2's).
+static BUILTIN_TOKENIZER: &[u8] = include_bytes!("../model/tokenizer.json");
+
+/// The static model a host should load from `dir`, when `dir` holds one: the fine-tuned one when
+/// it is there with its checksum, else [`STATIC_FILE`] when it or its checksum is there (so that a
+/// damaged model is reported, not passed over). `None` when `dir` holds neither: the host then
+/// uses [`StaticModel::builtin`].
+pub fn installed_file(dir: &Path) -> Option<&'static str> {
     if dir.join(TUNED_FILE).is_file() && checksum_path(dir, TUNED_FILE).is_file() {
-        TUNED_FILE
+        Some(TUNED_FILE)
+    } else if dir.join(STATIC_FILE).exists() || checksum_path(dir, STATIC_FILE).exists() {
+        Some(STATIC_FILE)
     } else {
-        STATIC_FILE
+        None
     }
 }
 
@@ -43,7 +64,7 @@ const SIF_COEFFICIENT: f64 = 1e-4;
 pub struct StaticModel {
     tokenizer: Tokenizer,
     dim: usize,
-    vectors: Vec<f32>,
+    table: Table,
     /// The sha256 of the file it was loaded from (checked against the one beside it), or of the
     /// bytes it would be saved as.
     sha256: String,
@@ -97,15 +118,89 @@ impl StaticModel {
                 *out = x * weight;
             }
         }
-        Ok(Self::new(tokenizer, STATIC_DIM, vectors))
+        Ok(Self::new(tokenizer, STATIC_DIM, Table::F32(vectors)))
     }
 
-    /// A model of `vectors` (`dim` wide), its sha256 that of the file it saves as.
-    fn new(tokenizer: Tokenizer, dim: usize, vectors: Vec<f32>) -> Self {
+    /// The built-in static model ([`BUILTIN_FILE`], compiled in): what `semantic` uses when the
+    /// model directory holds no static model of its own. Nothing is read from disk; its rows stay
+    /// in the binary's bytes, so loading it costs the tokenizer's parse alone.
+    pub fn builtin() -> Result<Self, Error> {
+        let path = Path::new("<built-in>/static-256-int8.bin");
+        let header =
+            StaticHeader::parse(BUILTIN, BUILTIN.len() as u64).map_err(|d| invalid(path, d))?;
+        let table = Table::from_data(&header, Cow::Borrowed(&BUILTIN[STATIC_HEADER..]));
+        let tokenizer = crate::model::tokenizer_from_bytes(
+            Path::new("<built-in>/tokenizer.json"),
+            BUILTIN_TOKENIZER.to_vec(),
+            None,
+        )?;
+        Ok(Self {
+            tokenizer,
+            dim: header.dim,
+            table,
+            sha256: BUILTIN_SHA256.to_owned(),
+        })
+    }
+
+    /// The built-in model's file bytes, as compiled in.
+    pub fn builtin_bytes() -> &'static [u8] {
+        BUILTIN
+    }
+
+    /// The built-in model's `tokenizer.json`, as compiled in.
+    pub fn builtin_tokenizer_bytes() -> &'static [u8] {
+        BUILTIN_TOKENIZER
+    }
+
+    /// This model with each row stored as int8s and one scale (the row's largest magnitude over
+    /// 127, each cell rounded to the nearest step): a quarter of the size, for the built-in model.
+    /// Deterministic: the same f32 rows give the same bytes on every machine.
+    pub fn quantized(&self) -> Self {
+        let floats = self.floats();
+        let mut scales = Vec::with_capacity(self.vocab_size());
+        let mut cells = Vec::with_capacity(floats.len());
+        for row in floats.chunks(self.dim) {
+            let largest = row.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            let scale = largest / 127.0;
+            scales.push(scale);
+            cells.extend(row.iter().map(|&x| {
+                if scale > 0.0 {
+                    (x / scale).round().clamp(-127.0, 127.0) as i8 as u8
+                } else {
+                    0
+                }
+            }));
+        }
+        Self::new(
+            self.tokenizer.clone(),
+            self.dim,
+            Table::Int8 {
+                scales,
+                cells: Cow::Owned(cells),
+            },
+        )
+    }
+
+    /// The rows as f32s (an int8 table dequantized).
+    fn floats(&self) -> Cow<'_, [f32]> {
+        match &self.table {
+            Table::F32(v) => Cow::Borrowed(v),
+            Table::Int8 { scales, cells } => Cow::Owned(
+                cells
+                    .chunks(self.dim)
+                    .zip(scales)
+                    .flat_map(|(row, &scale)| row.iter().map(move |&q| f32::from(q as i8) * scale))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// A model of `table` (`dim` wide), its sha256 that of the file it saves as.
+    fn new(tokenizer: Tokenizer, dim: usize, table: Table) -> Self {
         let mut model = Self {
             tokenizer,
             dim,
-            vectors,
+            table,
             sha256: String::new(),
         };
         let mut digest = Sha256::new();
@@ -136,14 +231,29 @@ impl StaticModel {
 
     /// The normalised, `weight`-weighted sum of the tokens' vectors.
     pub fn embed_ids(&self, ids: &[u32], weight: impl Fn(u32) -> f32) -> Vec<f32> {
-        let mut sum = vec![0.0f32; self.dim];
-        for &id in ids {
-            let w = weight(id);
-            if let Some(row) = self
-                .vectors
-                .get(id as usize * self.dim..(id as usize + 1) * self.dim)
-            {
-                sum.iter_mut().zip(row).for_each(|(s, x)| *s += w * x);
+        let dim = self.dim;
+        let mut sum = vec![0.0f32; dim];
+        let rows = |id: u32| id as usize * dim..(id as usize + 1) * dim;
+        match &self.table {
+            Table::F32(vectors) => {
+                for &id in ids {
+                    if let Some(row) = vectors.get(rows(id)) {
+                        let w = weight(id);
+                        sum.iter_mut().zip(row).for_each(|(s, x)| *s += w * x);
+                    }
+                }
+            }
+            Table::Int8 { scales, cells } => {
+                for &id in ids {
+                    if let (Some(&scale), Some(row)) =
+                        (scales.get(id as usize), cells.get(rows(id)))
+                    {
+                        let w = weight(id) * scale;
+                        sum.iter_mut()
+                            .zip(row)
+                            .for_each(|(s, &q)| *s += w * f32::from(q as i8));
+                    }
+                }
             }
         }
         normalize(sum)
@@ -151,7 +261,10 @@ impl StaticModel {
 
     /// The number of token ids the table covers.
     pub fn vocab_size(&self) -> usize {
-        self.vectors.len() / self.dim
+        match &self.table {
+            Table::F32(vectors) => vectors.len() / self.dim,
+            Table::Int8 { scales, .. } => scales.len(),
+        }
     }
 
     /// The vector width.
@@ -174,25 +287,47 @@ impl StaticModel {
         Ok(digest)
     }
 
-    /// The file's bytes: the header ([`StaticHeader`]), then the rows' f32s.
+    /// Writes the model's file (no `.sha256` beside it) to `path`, by a rename. Returns the hex
+    /// sha256: `cargo xtask model static` writes the built-in model so.
+    pub fn write_file(&self, path: &Path) -> Result<String, Error> {
+        let bytes = self.to_bytes();
+        write_atomically(path, &bytes)?;
+        Ok(hex(&Sha256::digest(&bytes)))
+    }
+
+    /// The file's bytes: the header ([`StaticHeader`]), then the rows.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(STATIC_HEADER + self.vectors.len() * 4);
+        let mut bytes = Vec::new();
         self.write_to(&mut |b| bytes.extend_from_slice(b));
         bytes
     }
 
-    /// Hands the file's bytes to `out`, a row at a time.
+    /// Hands the file's bytes to `out`, a row at a time: f32 rows, or the int8 table's scales
+    /// then its cells.
     fn write_to(&self, out: &mut dyn FnMut(&[u8])) {
         let header = StaticHeader {
             vocab: self.vocab_size(),
             dim: self.dim,
+            precision: match self.table {
+                Table::F32(_) => Precision::F32,
+                Table::Int8 { .. } => Precision::Int8,
+            },
         };
         out(&header.encode());
-        let mut row = Vec::with_capacity(self.dim * 4);
-        for r in self.vectors.chunks(self.dim) {
-            row.clear();
-            row.extend(r.iter().flat_map(|v| v.to_le_bytes()));
-            out(&row);
+        match &self.table {
+            Table::F32(vectors) => {
+                let mut row = Vec::with_capacity(self.dim * 4);
+                for r in vectors.chunks(self.dim) {
+                    row.clear();
+                    row.extend(r.iter().flat_map(|v| v.to_le_bytes()));
+                    out(&row);
+                }
+            }
+            Table::Int8 { scales, cells } => {
+                let scales: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+                out(&scales);
+                out(cells);
+            }
         }
     }
 
@@ -219,7 +354,14 @@ impl StaticModel {
             _ => read_error(e),
         })?;
         let header = StaticHeader::parse(&first, len).map_err(|d| invalid(&path, d))?;
-        let mut vectors = Vec::with_capacity(header.vocab * header.dim);
+        // The header checked `len` against the rows' size, so this is at most the file's length.
+        let data_len = (len - STATIC_HEADER as u64) as usize;
+        let mut vectors = Vec::new();
+        let mut data = Vec::new();
+        match header.precision {
+            Precision::F32 => vectors.reserve_exact(header.vocab * header.dim),
+            Precision::Int8 => data.reserve_exact(data_len),
+        }
         let mut digest = Sha256::new();
         let mut seen = 0u64;
         search_profile::read_in_chunks(&handle, len, |bytes| {
@@ -230,11 +372,14 @@ impl StaticModel {
                 .saturating_sub(seen)
                 .min(bytes.len() as u64);
             seen += bytes.len() as u64;
-            vectors.extend(
-                bytes[skip as usize..]
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            );
+            let rows = &bytes[skip as usize..];
+            match header.precision {
+                Precision::F32 => vectors.extend(
+                    rows.chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+                ),
+                Precision::Int8 => data.extend_from_slice(rows),
+            }
         })
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => invalid(&path, Defect::Changed),
@@ -244,13 +389,17 @@ impl StaticModel {
         if sha256 != want {
             return Err(invalid(&path, Defect::ChecksumMismatch));
         }
-        if vectors.len() != header.vocab * header.dim {
+        let table = match header.precision {
+            Precision::F32 => Table::F32(vectors),
+            Precision::Int8 => Table::from_data(&header, Cow::Owned(data)),
+        };
+        if table.cells() != header.vocab * header.dim {
             return Err(invalid(&path, Defect::Changed));
         }
         Ok(Self {
             tokenizer: load_tokenizer(dir, None)?,
             dim: header.dim,
-            vectors,
+            table,
             sha256,
         })
     }
@@ -268,7 +417,7 @@ pub(crate) fn read_checksum_file(dir: &Path, file: &str) -> Result<String, Error
 }
 
 /// The contrastive fine-tuning's settings ([`StaticModel::tune`]). The defaults were chosen on the
-/// evaluations' dev queries (docs/semantic.md).
+/// evaluations' dev queries (docs/semantic-design.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TuneSettings {
     /// Passes over the pairs.
@@ -338,7 +487,7 @@ impl StaticModel {
             .iter()
             .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
             .collect();
-        let mut table = self.vectors.clone();
+        let mut table = self.floats().into_owned();
         let (mut m1, mut m2) = (vec![0.0f32; table.len()], vec![0.0f32; table.len()]);
         let mut grad = vec![0.0f32; table.len()];
         let mut touched = vec![false; vocab];
@@ -384,7 +533,48 @@ impl StaticModel {
             }
             progress(epoch, (loss_sum / batches.max(1) as f64) as f32);
         }
-        Self::new(self.tokenizer.clone(), dim, table)
+        Self::new(self.tokenizer.clone(), dim, Table::F32(table))
+    }
+}
+
+/// A static model's rows.
+enum Table {
+    /// `vocab × dim` f32s.
+    F32(Vec<f32>),
+    /// One scale per row and `vocab × dim` int8s (kept as bytes): the built-in model borrows
+    /// them from the binary.
+    Int8 {
+        scales: Vec<f32>,
+        cells: Cow<'static, [u8]>,
+    },
+}
+
+impl Table {
+    /// The int8 table in `data`, a file's bytes after a [`Precision::Int8`] header (whose length
+    /// the header was checked against; a short `data` gives a table with fewer cells, which the
+    /// loader refuses).
+    fn from_data(header: &StaticHeader, data: Cow<'static, [u8]>) -> Table {
+        let split = (header.vocab * 4).min(data.len());
+        let scales = data[..split]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let cells = match data {
+            Cow::Borrowed(b) => Cow::Borrowed(&b[split..]),
+            Cow::Owned(mut v) => {
+                v.drain(..split);
+                Cow::Owned(v)
+            }
+        };
+        Table::Int8 { scales, cells }
+    }
+
+    /// The cells the table holds.
+    fn cells(&self) -> usize {
+        match self {
+            Table::F32(v) => v.len(),
+            Table::Int8 { cells, .. } => cells.len(),
+        }
     }
 }
 
@@ -651,6 +841,49 @@ fn symmetric_eigen(mut a: Vec<f64>, n: usize) -> (Vec<f64>, Vec<f64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_builtin_model_is_the_pinned_one_and_saves_as_its_own_bytes() {
+        assert_eq!(hex(&Sha256::digest(BUILTIN)), BUILTIN_SHA256);
+        let model = StaticModel::builtin().expect("the built-in model loads");
+        assert_eq!(model.sha256(), BUILTIN_SHA256);
+        assert_eq!(model.dim(), STATIC_DIM);
+        assert_eq!(model.vocab_size(), model.tokenizer.get_vocab_size(true));
+        assert_eq!(model.to_bytes(), BUILTIN);
+        let v = model.embed("read the configuration file");
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
+    }
+
+    #[test]
+    fn quantizing_keeps_each_cell_within_half_a_step_and_zero_rows_zero() {
+        let tokenizer = StaticModel::builtin().expect("loads").tokenizer;
+        let rows = vec![
+            0.5, -0.25, 0.125, 0.0, 0.0, 0.0, 0.0, 0.0, -1e-3, 2e-3, 7e-4, 0.0,
+        ];
+        let model = StaticModel::new(tokenizer, 4, Table::F32(rows.clone()));
+        let q = model.quantized();
+        let back = q.floats();
+        for (row, (want, got)) in rows.chunks(4).zip(rows.chunks(4).zip(back.chunks(4))) {
+            let step = row.iter().fold(0.0f32, |m, x| m.max(x.abs())) / 127.0;
+            for (w, g) in want.iter().zip(got) {
+                assert!((w - g).abs() <= step / 2.0 + f32::EPSILON, "{w} became {g}");
+            }
+        }
+        assert_eq!(&back[4..8], &[0.0; 4]);
+        // The int8 file loads back as the same model.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("model/tokenizer.json"),
+            dir.path().join("tokenizer.json"),
+        )
+        .unwrap();
+        let sha = q.save_as(dir.path(), "q.bin").expect("saves");
+        let loaded = StaticModel::load_file(dir.path(), "q.bin").expect("loads");
+        assert_eq!(loaded.sha256(), sha);
+        assert_eq!(loaded.to_bytes(), q.to_bytes());
+        assert_eq!(loaded.embed("hello world"), q.embed("hello world"));
+    }
 
     #[test]
     fn jacobi_finds_the_eigenpairs_of_a_symmetric_matrix() {

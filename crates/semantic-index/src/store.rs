@@ -412,10 +412,13 @@ impl Store {
     }
 }
 
-/// The sha256 a static model directory records for the static model a host loads from it
-/// ([`crate::preferred_file`]): the model's identity, so a store built with another is rebuilt.
+/// The identity of the static model an engine loads for `dir`: the sha256 recorded beside the
+/// directory's own static model ([`crate::installed_file`]), else [`crate::BUILTIN_SHA256`]. A
+/// store built with another model is rebuilt. `None` when the recorded sha256 is unreadable.
 pub fn model_id(dir: &Path) -> Option<String> {
-    let file = crate::preferred_file(dir);
+    let Some(file) = crate::installed_file(dir) else {
+        return Some(crate::BUILTIN_SHA256.to_owned());
+    };
     let text = crate::statics::read_checksum_file(dir, file).ok()?;
     let id = text.trim().to_owned();
     (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)

@@ -43,7 +43,7 @@ fn composite(root: &Path, store: &Path, revision: &str) -> Arc<CompositeBackend>
     };
     let index = Arc::new(EmbeddedIndex::with_config(root, store, config).unwrap());
     index.build(revision).unwrap();
-    let semantic = Arc::new(SemanticEngine::open(&model_dir(), store).unwrap());
+    let semantic = Arc::new(SemanticEngine::open(Some(&model_dir()), store).unwrap());
     semantic.catch_up(&index, None).unwrap();
     Arc::new(CompositeBackend { index, semantic })
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use semantic_index::{MAX_POSITIONS, MiniLm};
+use semantic_index::{BUILTIN_SHA256, MAX_POSITIONS, MiniLm, StaticModel};
 
 fn model_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/tools/models/all-minilm-l6-v2")
@@ -312,4 +312,32 @@ fn corrupt_minilm_headers_are_errors_naming_the_file() {
         "tokenizer.json",
         Defect::NotATokenizer,
     );
+}
+
+/// The built-in model is the installed static model quantized, bit for bit, with the installed
+/// tokenizer: what `cargo xtask model static` rebuilds. Its vectors stay those of the f32 model.
+#[test]
+fn the_builtin_model_is_the_installed_static_model_quantized() {
+    let dir = model_dir();
+    let full = StaticModel::load(&dir)
+        .unwrap_or_else(|e| panic!("{e}: run `cargo xtask tools` to build the static model"));
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("static-256-int8.bin");
+    let sha = full.quantized().write_file(&file).expect("writes");
+    assert_eq!(sha, BUILTIN_SHA256);
+    assert!(std::fs::read(&file).unwrap() == StaticModel::builtin_bytes());
+    assert!(
+        std::fs::read(dir.join("tokenizer.json")).unwrap()
+            == StaticModel::builtin_tokenizer_bytes()
+    );
+    let builtin = StaticModel::builtin().expect("loads");
+    for text in [
+        "read the configuration file",
+        "fn parse_args(argv: &[String]) -> Result<Options, Error>",
+        "def bubble_sort(values): return sorted(values)",
+    ] {
+        let (a, b) = (full.embed(text), builtin.embed(text));
+        let cosine: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!(cosine > 0.999, "{text:?}: cosine {cosine}");
+    }
 }

@@ -29,7 +29,7 @@ fn write(root: &Path, rel: &str, text: &str) {
 
 /// A host's semantic engine over the index directory `store`, re-ranking with MiniLM.
 fn reranking_engine(store: &Path) -> Arc<SemanticEngine> {
-    let engine = SemanticEngine::open(&model_dir(), store).unwrap();
+    let engine = SemanticEngine::open(Some(&model_dir()), store).unwrap();
     Arc::new(engine.with_policy(RerankPolicy::Always).unwrap())
 }
 
@@ -73,7 +73,7 @@ async fn a_store_behind_the_trigram_index_is_caught_up_before_it_answers() {
     let (repo, store) = two_functions();
     let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
     index.refresh("head", None).unwrap();
-    let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+    let engine = Arc::new(SemanticEngine::open(Some(&model_dir()), store.path()).unwrap());
     engine.catch_up(&index, None).unwrap();
     let backend = Arc::new(CompositeBackend {
         index: index.clone(),
@@ -138,7 +138,7 @@ async fn a_store_is_behind_when_the_same_revision_holds_other_files() {
     let (repo, store) = two_functions();
     let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
     let r = index.refresh("head", None).unwrap();
-    let engine = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+    let engine = Arc::new(SemanticEngine::open(Some(&model_dir()), store.path()).unwrap());
     engine.catch_up(&index, None).unwrap();
     let backend = CompositeBackend {
         index: index.clone(),
@@ -179,7 +179,7 @@ async fn rerank_serves_the_hybrid_ranking_when_a_head_chunk_changed_on_disk() {
     let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
     index.refresh("head", None).unwrap();
     let open = |rerank: bool| {
-        let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+        let engine = SemanticEngine::open(Some(&model_dir()), store.path()).unwrap();
         Arc::new(if rerank {
             engine.with_policy(RerankPolicy::Always).unwrap()
         } else {
@@ -219,7 +219,7 @@ async fn a_new_process_reranks_with_the_vectors_an_earlier_one_kept() {
     first_engine.catch_up(&index, None).unwrap();
     let first = ready_hits(&index, first_engine, query).await;
     assert_eq!(first.len(), 2, "both files in the head: {first:?}");
-    let plain = Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap());
+    let plain = Arc::new(SemanticEngine::open(Some(&model_dir()), store.path()).unwrap());
     assert_ne!(
         ready_hits(&index, plain, query).await,
         first,
@@ -273,7 +273,7 @@ async fn the_rerank_reads_each_chunk_under_its_file_path() {
     let store = tempfile::tempdir().unwrap();
     let index = Arc::new(EmbeddedIndex::open(repo.path(), store.path()).unwrap());
     index.refresh("head", None).unwrap();
-    let engine = SemanticEngine::open(&model_dir(), store.path()).unwrap();
+    let engine = SemanticEngine::open(Some(&model_dir()), store.path()).unwrap();
     let engine = Arc::new(engine.with_policy(RerankPolicy::Always).unwrap());
     engine.catch_up(&index, None).unwrap();
     let reranked = ready_hits(&index, engine, "the median of a sample of numbers").await;
@@ -327,7 +327,7 @@ fn small_functions(n: usize) -> (tempfile::TempDir, tempfile::TempDir) {
 
 /// An engine with `policy` on the index's store, caught up to the index.
 fn engine_with(index: &EmbeddedIndex, store: &Path, policy: RerankPolicy) -> Arc<SemanticEngine> {
-    let engine = SemanticEngine::open(&model_dir(), store).unwrap();
+    let engine = SemanticEngine::open(Some(&model_dir()), store).unwrap();
     let engine = engine.with_policy(policy).unwrap();
     engine.catch_up(index, None).unwrap();
     Arc::new(engine)
@@ -550,7 +550,7 @@ async fn files_in_scope_whose_names_cannot_be_served_are_counted_by_a_ranking() 
     index.refresh("head", None).unwrap();
     let backend = CompositeBackend {
         index: index.clone(),
-        semantic: Arc::new(SemanticEngine::open(&model_dir(), store.path()).unwrap()),
+        semantic: Arc::new(SemanticEngine::open(Some(&model_dir()), store.path()).unwrap()),
     };
     backend.catch_up().unwrap();
     for (scope, unserved) in [

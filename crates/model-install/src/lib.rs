@@ -52,7 +52,7 @@ const MAX_STAMP_BYTES: u64 = 1 << 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Package {
     /// The index's base URL, such as `https://pypi.org`; its JSON API is at
-    /// `{index}/pypi/{name}/{version}/json`.
+    /// `{index}/pypi/{name}/json`.
     pub index: String,
     /// The package's name on the index.
     pub name: String,
@@ -311,11 +311,16 @@ pub fn remove(package: &Package, dir: &Path) -> Result<usize, InstallError> {
     Ok(removed)
 }
 
-/// The HTTP agent: bounded waits for a connection and for each reply's head, and a generous
-/// bound on a whole body (83 MB at 70 KB/s), so that a stalled server ends the install rather
-/// than hanging it. Statuses are read, not turned into errors.
+/// The HTTP agent: certificates checked against the system's trust store, bounded waits for a
+/// connection and for each reply's head, and a generous bound on a whole body (83 MB at 70 KB/s),
+/// so that a stalled server ends the install rather than hanging it. Statuses are read, not turned
+/// into errors.
 fn agent() -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+        .build();
     ureq::Agent::config_builder()
+        .tls_config(tls)
         .timeout_resolve(Some(Duration::from_secs(15)))
         .timeout_connect(Some(Duration::from_secs(15)))
         .timeout_recv_response(Some(Duration::from_secs(30)))
@@ -340,14 +345,15 @@ fn transfer_error(package: &Package, e: ureq::Error) -> InstallError {
     }
 }
 
-/// The wheel's URL, from the index's JSON API: the entry whose file name, size and sha256 are the
-/// pinned ones, served over the index's own scheme.
+/// The wheel's URL, from the index's JSON API: among the pinned version's files (the project
+/// reply's `releases`, else its latest `urls`), the one whose file name, size and sha256 are the
+/// pinned ones, served over the index's own scheme. The project reply rather than the version's
+/// own: mirrors and proxies do not all serve the latter.
 fn wheel_url(agent: &ureq::Agent, package: &Package) -> Result<String, InstallError> {
     let api = format!(
-        "{}/pypi/{}/{}/json",
+        "{}/pypi/{}/json",
         package.index.trim_end_matches('/'),
-        package.name,
-        package.version
+        package.name
     );
     let mut reply = agent
         .get(&api)
@@ -382,10 +388,11 @@ fn wheel_url(agent: &ureq::Agent, package: &Package) -> Result<String, InstallEr
     };
     let json: Value = serde_json::from_slice(&body).map_err(|_| listed())?;
     let scheme = package.index.split("://").next().unwrap_or("https");
-    json["urls"]
+    json["releases"][package.version.as_str()]
         .as_array()
         .into_iter()
         .flatten()
+        .chain(json["urls"].as_array().into_iter().flatten())
         .find(|u| {
             u["filename"] == package.wheel.as_str()
                 && u["digests"]["sha256"] == package.sha256.as_str()

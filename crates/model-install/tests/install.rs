@@ -101,14 +101,19 @@ fn serve(
         None => path.clone(),
     });
     let serving = *mode.lock().unwrap();
-    let json_path = format!("/pypi/{}/{}/json", package.name, package.version);
+    let json_path = format!("/pypi/{}/json", package.name);
     let (status, body): (&str, Vec<u8>) = if path == json_path {
-        let body = serde_json::json!({ "urls": [{
+        let file = serde_json::json!({
             "filename": package.wheel,
             "url": format!("{}/files/{}", package.index, package.wheel),
             "size": package.size,
             "digests": { "sha256": package.sha256 },
-        }]});
+        });
+        // PyPI's project reply: every release's files, and the latest's again as `urls`.
+        let body = serde_json::json!({
+            "releases": { "0.9": [], (package.version.as_str()): [file] },
+            "urls": [],
+        });
         ("200 OK", body.to_string().into_bytes())
     } else if path.starts_with("/files/") {
         let mut bytes = wheel.to_vec();
@@ -117,20 +122,17 @@ fn serve(
             Serving::TooLong => bytes.extend_from_slice(&[0u8; 4096]),
             _ => {}
         }
-        match (range, serving) {
-            (Some(start), Serving::Well | Serving::CutAt(_)) => {
-                let rest = bytes[start..].to_vec();
-                let header = format!(
-                    "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{}\r\nConnection: close\r\n\r\n",
-                    rest.len(),
-                    wheel.len() - 1,
-                    wheel.len()
-                );
-                let _ = stream.write_all(header.as_bytes());
-                let _ = stream.write_all(&rest);
-                return;
-            }
-            _ => {}
+        if let (Some(start), Serving::Well | Serving::CutAt(_)) = (range, serving) {
+            let rest = bytes[start..].to_vec();
+            let header = format!(
+                "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {start}-{}/{}\r\nConnection: close\r\n\r\n",
+                rest.len(),
+                wheel.len() - 1,
+                wheel.len()
+            );
+            let _ = stream.write_all(header.as_bytes());
+            let _ = stream.write_all(&rest);
+            return;
         }
         if let Serving::CutAt(n) = serving {
             let header = format!(

@@ -258,13 +258,12 @@ fn host_hint(e: &HostError) -> &'static str {
         }
         HostError::SharedReadOnly => "leave out --read-only to push, or only query",
         HostError::RerankModelMissing => {
-            "in a repo-search checkout `cargo xtask tools` installs MiniLM and the static \
-             model together in target/tools/models/all-minilm-l6-v2: pass that directory as \
-             --model-dir, or leave out --rerank"
+            "`repo-search model install` installs MiniLM into the model directory (or pass \
+             --model-dir a directory holding it), or leave out --rerank"
         }
         HostError::ModelDamaged(_) => {
-            "reinstall the model (in a repo-search checkout `cargo xtask tools` reinstalls \
-             all-MiniLM-L6-v2 and `cargo xtask model static` rebuilds the static model), or \
+            "reinstall the model (`repo-search model install` reinstalls MiniLM; in a \
+             repo-search checkout `cargo xtask model static` rebuilds a static model), or \
              remove the damaged file from the model directory: without a static model of its \
              own `semantic` uses the built-in one, and without MiniLM it is not re-ranked; the \
              other modes are served meanwhile"

@@ -305,18 +305,17 @@ fn man_page(command: Option<&str>) -> Result<Vec<u8>, Failure> {
 }
 
 /// The schema of a tool exposing `modes`: it depends only on the modes, the caps and the
-/// capabilities the embedded index declares, not on a worktree. `semantic` is refused: only a
-/// host with its model serves it (`mcp` lists it then).
+/// capabilities the embedded index declares with its semantic store (the static model is built
+/// in, so `mcp` serves `semantic` wherever the embedded index is), not on a worktree.
 fn schema_for(modes: &[SearchMode]) -> Result<Value, Failure> {
-    if modes.contains(&SearchMode::Semantic) {
-        return Err(Failure::Setup(index_contract::IndexError::ModeUnservable {
-            mode: SearchMode::Semantic,
-        }));
-    }
+    let capabilities = index_contract::BackendCapabilities {
+        semantic: true,
+        ..repo_search_host::embedded_capabilities()
+    };
     let spec = repo_search_tool::ToolSpec::new(
         modes,
         index_contract::limits::SearchLimits::default(),
-        repo_search_host::embedded_capabilities(),
+        capabilities,
     )
     .map_err(Failure::Setup)?;
     Ok(spec.schema())

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use index_contract::ErrorCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_repo-search");
 
@@ -430,25 +430,41 @@ fn an_unusable_index_dir_under_json_carries_its_code_and_no_os_text() {
     );
 }
 
+/// The static model is built in: `semantic` answers with nothing installed (an empty cache, no
+/// model directory), and the schema offers it as `mcp` does.
 #[test]
-fn semantic_mode_without_a_backend_is_unsupported_not_a_usage_error() {
+fn semantic_mode_answers_with_nothing_installed() {
     let dir = repo();
     let root = dir.path();
-    write(root, "a.txt", "hello\n");
-    let message = check_error(
+    write(
         root,
-        &["search", "hello", "--json", "--mode", "semantic"],
-        ErrorCode::Unsupported,
+        "greet.py",
+        "def say_hello(name):\n    print('hello', name)\n",
     );
-    assert!(message.contains("semantic"), "{message}");
-    let out = run(root, &["search", "hello", "--mode", "semantic"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(ErrorCode::Unsupported.as_str()), "{err}");
-    // The schema never advertises it either.
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .current_dir(root)
+        .env_remove("REPO_SEARCH_MODEL_DIR")
+        .env("XDG_CACHE_HOME", cache.path())
+        .env("HOME", cache.path())
+        .args([
+            "search",
+            "--json",
+            "--mode",
+            "semantic",
+            "greet someone by name",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "semantic", "{v}");
+    assert_eq!(v["hits"][0]["path"], "greet.py", "{v}");
     let out = run(root, &["schema", "--modes", "semantic"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(ErrorCode::Unsupported.as_str()));
+    assert_eq!(out.status.code(), Some(0));
+    let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(schema["properties"]["mode"]["enum"], json!(["semantic"]));
 }
 
 #[test]
@@ -804,4 +820,42 @@ fn names_with_control_characters_are_quoted_and_never_forge_a_line() {
     let v = search(root, "needle", "indexed_literal", &[]);
     assert_eq!(v["stats"]["files_skipped"]["refused_path"], 2, "{v}");
     assert_eq!(v["stopped"], "unserved_files", "{v}");
+}
+
+/// `repo-search model status` on an empty model directory: MiniLM not installed, the built-in
+/// static model in use; with a static model of its own in the directory, that one.
+#[test]
+fn model_status_says_what_semantic_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = |json: bool| {
+        let mut c = Command::new(BIN);
+        c.args(["model", "status", "--model-dir"]).arg(dir.path());
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let v: Value = serde_json::from_str(&status(true)).unwrap();
+    assert_eq!(v["minilm_installed"], false, "{v}");
+    assert_eq!(v["static_model"], "built-in", "{v}");
+    assert_eq!(v["builtin_sha256"].as_str().map(str::len), Some(64), "{v}");
+    assert!(status(false).contains("not installed (`repo-search model install`)"));
+    std::fs::write(dir.path().join("static-256.bin"), b"mine").unwrap();
+    let v: Value = serde_json::from_str(&status(true)).unwrap();
+    assert_eq!(v["static_model"], "static-256.bin", "{v}");
+    // Removing from a directory `install` never wrote to removes nothing of the user's.
+    let out = Command::new(BIN)
+        .args(["model", "remove", "--model-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(dir.path().join("static-256.bin").is_file());
 }

@@ -259,7 +259,8 @@ fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
     );
 }
 
-/// `--rerank` without MiniLM beside the static model is refused, with what to do.
+/// `--rerank` without MiniLM in the model directory is refused, with the command that installs
+/// it.
 #[test]
 fn rerank_without_minilm_is_unsupported_and_says_how_to_install_it() {
     let dir = functions();
@@ -277,7 +278,7 @@ fn rerank_without_minilm_is_unsupported_and_says_how_to_install_it() {
     assert_eq!(code, 2, "{result}");
     assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
     assert!(
-        stderr.contains("--rerank") && stderr.contains("cargo xtask tools"),
+        stderr.contains("--rerank") && stderr.contains("repo-search model install"),
         "{stderr}"
     );
     // Without --rerank the same directory serves `semantic`.

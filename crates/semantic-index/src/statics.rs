@@ -858,10 +858,10 @@ mod tests {
     #[test]
     fn quantizing_keeps_each_cell_within_half_a_step_and_zero_rows_zero() {
         let tokenizer = StaticModel::builtin().expect("loads").tokenizer;
-        let rows = vec![
+        let rows = [
             0.5, -0.25, 0.125, 0.0, 0.0, 0.0, 0.0, 0.0, -1e-3, 2e-3, 7e-4, 0.0,
         ];
-        let model = StaticModel::new(tokenizer, 4, Table::F32(rows.clone()));
+        let model = StaticModel::new(tokenizer, 4, Table::F32(rows.to_vec()));
         let q = model.quantized();
         let back = q.floats();
         for (row, (want, got)) in rows.chunks(4).zip(rows.chunks(4).zip(back.chunks(4))) {
@@ -871,7 +871,17 @@ mod tests {
             }
         }
         assert_eq!(&back[4..8], &[0.0; 4]);
-        // The int8 file loads back as the same model.
+    }
+
+    #[test]
+    fn an_int8_model_file_loads_back_as_the_same_model() {
+        let builtin = StaticModel::builtin().expect("loads");
+        let full = StaticModel::new(
+            builtin.tokenizer.clone(),
+            builtin.dim,
+            Table::F32(builtin.floats().into_owned()),
+        );
+        let q = full.quantized();
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("model/tokenizer.json"),

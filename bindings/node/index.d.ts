@@ -258,7 +258,7 @@ export interface EmbeddedIndexOptions {
    * directory.
    */
   modelDir?: string;
-  /** When MiniLM re-ranks a semantic answer's head. Default `kept`. */
+  /** When MiniLM re-ranks a semantic answer's head (MiniLM must be in `modelDir`). Default `never`. */
   rerank?: "never" | "kept" | "always";
   /** How long a refresh may wait for another writer. Default 30 000. */
   deadlineMs?: number;

@@ -62,17 +62,18 @@ pub(crate) struct Location {
     /// ~/.cache/repo-search/models/all-minilm-l6-v2. `semantic` needs no model directory.
     #[arg(long)]
     pub(crate) model_dir: Option<PathBuf>,
-    /// When MiniLM re-ranks the first 30 `semantic` hits: a better ranking (stdlib MRR@10 0.446
-    /// against 0.365). `kept` (default): when `repo-search index` kept MiniLM's vector of every
-    /// chunk, which it does for repositories of up to 20 000 chunks; a query then costs about
-    /// one MiniLM pass over the query more. `always` (`--rerank` alone): every query, about
-    /// 0.6 s more on Linux while the hits' chunks are new (their vectors are kept in the index
-    /// directory for the next process). `never`: the hybrid ranking. Needs MiniLM in the model
-    /// directory; without it `kept` serves the hybrid ranking and `always` is refused.
+    /// When MiniLM re-ranks the first 30 `semantic` hits. `never` (default): the built-in
+    /// ranking, which scores as well on real questions (docs/semantic.md). `kept`: when
+    /// `repo-search index` (or a running `mcp` or `serve`) kept MiniLM's vector of every chunk,
+    /// which it does for repositories of up to 20 000 chunks; a query then costs about one
+    /// MiniLM pass over the query more. `always` (`--rerank` alone): every query, about 0.6 s
+    /// more on Linux while the hits' chunks are new (their vectors are kept in the index
+    /// directory for the next process). Needs MiniLM in the model directory (`repo-search model
+    /// install`); without it `kept` serves the built-in ranking and `always` is refused.
     #[arg(
         long,
         value_enum,
-        default_value = "kept",
+        default_value = "never",
         num_args = 0..=1,
         default_missing_value = "always",
         require_equals = true

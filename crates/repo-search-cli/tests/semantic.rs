@@ -182,21 +182,25 @@ fn mcp_server(root: &Path, model: Option<&Path>, cache: &Path) -> McpServer {
     McpServer::spawn_command(command(model, cache).args(["mcp", "--root"]).arg(root)).handshake()
 }
 
-/// `repo-search index` keeps MiniLM's vector of every chunk of a small repository, and
-/// `semantic` then re-ranks by default: the `--rerank` answer, not the hybrid one. Until then a
-/// search says so.
+/// With `--rerank=kept`, `repo-search index` keeps MiniLM's vector of every chunk of a small
+/// repository, and `semantic` then re-ranks: the `--rerank` answer, not the built-in one. Until
+/// then a search says so. The default re-ranks nothing, kept vectors or not.
 #[test]
-fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
+fn with_rerank_kept_index_keeps_vectors_and_semantic_then_reranks() {
     let dir = functions();
     let model = model_dir();
     let query = "open a network connection";
     let hint = "run `repo-search index` once";
-    let (code, _, stderr) = semantic_search(dir.path(), Some(&model), query);
+    let (code, _, stderr) =
+        semantic_search_with(dir.path(), Some(&model), query, &["--rerank=kept"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains(hint), "no hint: {stderr}");
+    let (code, _, stderr) = semantic_search(dir.path(), Some(&model), query);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains(hint), "a hint by default: {stderr}");
     let cache = tempfile::tempdir().unwrap();
     let out = command(Some(&model), cache.path())
-        .args(["index", "--root"])
+        .args(["index", "--rerank=kept", "--root"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -215,23 +219,25 @@ fn index_keeps_rerank_vectors_and_semantic_then_reranks_by_default() {
         );
         scored_hits(&result)
     };
-    let default = ask(&[]);
-    assert_eq!(default, ask(&["--rerank"]));
-    assert_ne!(
-        default,
-        ask(&["--rerank=never"]),
-        "the default did not re-rank"
-    );
+    let kept = ask(&["--rerank=kept"]);
+    assert_eq!(kept, ask(&["--rerank"]));
+    assert_ne!(kept, ask(&["--rerank=never"]), "`kept` did not re-rank");
+    assert_eq!(ask(&[]), ask(&["--rerank=never"]), "the default re-ranked");
 }
 
-/// A long-lived `repo-search mcp` keeps the vectors itself, in the background, once its first
-/// `semantic` call built the store: its answers then are the `--rerank` ones.
+/// A long-lived `repo-search mcp --rerank=kept` keeps the vectors itself, in the background,
+/// once its first `semantic` call built the store: its answers then are the `--rerank` ones.
 #[test]
 fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
     let dir = functions();
     let model = model_dir();
     let cache = tempfile::tempdir().unwrap();
-    let mut server = mcp_server(dir.path(), Some(&model), cache.path());
+    let mut server = McpServer::spawn_command(
+        command(Some(&model), cache.path())
+            .args(["mcp", "--rerank=kept", "--root"])
+            .arg(dir.path()),
+    )
+    .handshake();
     let query = "open a network connection";
     let mut ask = || {
         let result = server.call(json!({ "query": query, "mode": "semantic" }));

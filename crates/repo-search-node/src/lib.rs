@@ -179,8 +179,8 @@ pub fn open_embedded_index(cwd: String, options_json: String) -> napi::Result<Na
     config.watch = opts.watch.unwrap_or(false);
     config.deadline = deadline(opts.deadline_ms);
     let rerank = match opts.rerank.as_deref() {
-        None | Some("kept") => RerankPolicy::Kept,
-        Some("never") => RerankPolicy::Never,
+        Some("kept") => RerankPolicy::Kept,
+        None | Some("never") => RerankPolicy::Never,
         Some("always") => RerankPolicy::Always,
         Some(_) => {
             return Err(thrown(IndexError::InvalidArgument {

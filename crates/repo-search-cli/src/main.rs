@@ -241,8 +241,9 @@ fn report_kept_vectors(kept: Option<KeptVectors>) {
         // default anyway, so there is nothing to report.
         Some(KeptVectors::NoMiniLm) => {}
         Some(KeptVectors::TooManyChunks { live }) => eprintln!(
-            "semantic answers are not re-ranked by default: {live} chunks is more than the {} \
-             whose MiniLM vectors the index keeps (--rerank re-ranks anyway, embedding as it goes)",
+            "semantic answers are not re-ranked with --rerank=kept: {live} chunks is more than \
+             the {} whose MiniLM vectors the index keeps (--rerank re-ranks anyway, embedding as \
+             it goes)",
             repo_search_host::KEPT_CHUNKS_LIMIT
         ),
         Some(KeptVectors::Busy) => eprintln!(
@@ -367,7 +368,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                     Ok(kept) => report_kept_vectors(kept),
                     Err(e) => eprintln!(
                         "repo-search: MiniLM's vectors were not kept ({}); semantic answers \
-                         are not re-ranked by default",
+                         are not re-ranked with --rerank=kept",
                         Failure::from(e).message()
                     ),
                 }

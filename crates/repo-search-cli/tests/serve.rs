@@ -591,12 +591,14 @@ fn semantic_through_a_running_server_equals_the_one_shot_answer() {
         ],
     );
     let model = model.to_str().unwrap();
-    // Another setup than the server's is answered here: a re-rank the server does not serve.
+    // Another setup than the server's is answered here: a re-rank policy the server does not
+    // serve.
     let mut other = vec![
         "a friendly greeting",
         "--mode",
         "semantic",
         "--json",
+        "--rerank=kept",
         "--no-server",
     ];
     other.extend(["--model-dir", model]);

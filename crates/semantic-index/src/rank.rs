@@ -79,6 +79,10 @@ pub struct Weights {
     /// index's chunks (on top of the model's SIF weights). Read once, by
     /// [`SemanticIndex::build_with`].
     pub idf_dense: bool,
+    /// The weight of a file's second-best chunk in the store's file score ([`file_score`]): a
+    /// file that matches a question in two places ranks above one that matches it once. The
+    /// in-memory index ranks documents of one chunk each and does not read it.
+    pub second_chunk: f32,
 }
 
 impl Default for Weights {
@@ -94,6 +98,9 @@ impl Default for Weights {
             rerank_minmax: false,
             relative_dense: true,
             idf_dense: true,
+            // Chosen on semble's questions (`cargo xtask eval semble`): the mean NDCG@10 went
+            // from 0.717 (the best chunk alone) to 0.741, 0.749 and 0.752 at 0.3, 0.6 and 1.0.
+            second_chunk: 1.0,
         }
     }
 }
@@ -485,6 +492,14 @@ pub(crate) fn combine(
         / total
 }
 
+/// A file's score from its best chunk's and its second-best chunk's scores (`0` for a file of one
+/// chunk): `(best + w · second) / (1 + w)` with `w` = [`Weights::second_chunk`], in `[0, 1]` when
+/// both are.
+pub(crate) fn file_score(w: &Weights, best: f32, second: f32) -> f32 {
+    let weight = w.second_chunk.max(0.0);
+    (best + weight * second) / (1.0 + weight)
+}
+
 /// A unit vector as int8 with one scale: `v[i] ≈ q[i] · scale`.
 pub(crate) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
     let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
@@ -498,6 +513,27 @@ pub(crate) fn quantize(v: &[f32]) -> (Vec<i8>, f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_scores_the_mean_of_its_two_best_chunks() {
+        let check = |second_chunk: f32, best: f32, second: f32, expected: f32| {
+            let w = Weights {
+                second_chunk,
+                ..Weights::default()
+            };
+            let got = file_score(&w, best, second);
+            assert!((got - expected).abs() < 1e-6, "{best}, {second}: {got}");
+        };
+        check(1.0, 0.8, 0.4, 0.6);
+        // One chunk: its missing second counts as nothing.
+        check(1.0, 0.8, 0.0, 0.4);
+        // Two places beat one equally good place.
+        check(1.0, 0.6, 0.6, 0.6);
+        // Without the weight, the best chunk alone; a negative weight is none.
+        check(0.0, 0.8, 0.4, 0.8);
+        check(-1.0, 0.8, 0.4, 0.8);
+        check(1.0, 1.0, 1.0, 1.0);
+    }
 
     fn check(cosines: &[f32], hybrid: &[f32], expected: &[f32]) {
         let got = rerank_scores(&Weights::default(), cosines, hybrid);

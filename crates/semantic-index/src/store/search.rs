@@ -2,7 +2,7 @@
 //! scan, the definition and file-name shares, times the path prior; one hit per file, the head
 //! of the ranking.
 
-use crate::rank::{Weights, combine, quantize};
+use crate::rank::{Weights, combine, file_score, quantize};
 use crate::segment::{DEFINITION, FILE_NAME, HASH_BYTES, Segment};
 use crate::statics::StaticModel;
 use crate::text::sub_tokens;
@@ -39,7 +39,8 @@ impl Store {
     /// The best files for `query`, at most `limit` (and at most [`MAX_ANSWER_FILES`]), among the
     /// paths `keep` accepts: BM25 over identifier sub-tokens, the IDF-weighted static cosine,
     /// definition and file-name boosts combined by `weights` (see [`crate::rank::Weights`]),
-    /// times the path prior; one hit per file (its best chunk); ties in path order.
+    /// per chunk; a file scores its two best chunks (`rank::file_score`), times the path prior;
+    /// one hit per file, at its best chunk; ties in path order.
     pub fn search(
         &self,
         statics: &StaticModel,
@@ -68,8 +69,8 @@ impl Store {
                 f32::from(k) / terms.len() as f32
             }
         };
-        // Every live file's best chunk, scored; paths and the scope are looked at only for the
-        // files whose score can reach the answer.
+        // Every live file, scored by its best two chunks; paths and the scope are looked at only
+        // for the files whose score can reach the answer.
         let mut best: Vec<(f32, usize, u32, u32)> = Vec::new();
         for (si, seg) in self.segments.iter().enumerate() {
             for f in 0..seg.n_files {
@@ -79,6 +80,7 @@ impl Store {
                 let (first, chunks, prior) = seg.file_chunks(f);
                 let name = share(names[si].get(f as usize).copied().unwrap_or(0));
                 let mut top: Option<(f32, u32)> = None;
+                let mut second = 0.0f32;
                 for c in first..first + chunks {
                     let lexical = if top_bm25 > 0.0 {
                         bm25[si][c as usize] / top_bm25
@@ -93,11 +95,15 @@ impl Store {
                     };
                     let definition = share(defs[si].get(c as usize).copied().unwrap_or(0));
                     let s = combine(weights, lexical, cosine, definition, name);
-                    if top.is_none_or(|(b, _)| s > b) {
-                        top = Some((s, c));
+                    match top {
+                        Some((b, _)) if s <= b => second = second.max(s),
+                        _ => {
+                            second = top.map_or(0.0, |(b, _)| b);
+                            top = Some((s, c));
+                        }
                     }
                 }
-                if let Some((s, c)) = top {
+                if let Some((s, c)) = top.map(|(b, c)| (file_score(weights, b, second), c)) {
                     let prior = prior.clamp(0.0, 1.0);
                     let score = (s * (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior)).clamp(0.0, 1.0);
                     if score > 0.0 {

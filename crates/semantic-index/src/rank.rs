@@ -79,7 +79,7 @@ pub struct Weights {
     /// index's chunks (on top of the model's SIF weights). Read once, by
     /// [`SemanticIndex::build_with`].
     pub idf_dense: bool,
-    /// The weight of a file's second-best chunk in the store's file score ([`file_score`]): a
+    /// The weight of a file's second-best chunk in the store's file score (`rank::file_score`): a
     /// file that matches a question in two places ranks above one that matches it once. The
     /// in-memory index ranks documents of one chunk each and does not read it.
     pub second_chunk: f32,

@@ -224,3 +224,58 @@ fn a_large_build_or_update_is_written_as_bounded_segments() {
     read_now.sort();
     assert_eq!(listed, read_now);
 }
+
+/// A file scores its two best chunks: of two files whose best chunks are the same, the one that
+/// matches the question in a second place ranks first; scored by the best chunk alone
+/// (`second_chunk` 0), they tie and path order puts the other first.
+#[test]
+fn a_file_matching_in_two_places_outranks_one_matching_once() {
+    let statics = statics();
+    let block = |words: &str| {
+        (0..20)
+            .map(|l| format!("{words} line {l:02} of this paragraph here\n"))
+            .collect::<String>()
+    };
+    let matching = block("zebra harness quantum");
+    let filler = block("plain ordinary padding");
+    let contents: HashMap<String, String> = [
+        ("a.txt", format!("{matching}\n{filler}")),
+        ("b.txt", format!("{matching}\n{matching}")),
+    ]
+    .into_iter()
+    .map(|(p, t)| (p.to_owned(), t))
+    .collect();
+    for (path, text) in &contents {
+        assert_eq!(chunk_file(path, text).len(), 2, "{path}");
+    }
+    let files: Vec<SourceFile> = ["a.txt", "b.txt"]
+        .iter()
+        .map(|p| SourceFile {
+            path: (*p).to_owned(),
+            version: 1,
+            prior: 1.0,
+        })
+        .collect();
+    let store_dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::catch_up(
+        store_dir.path(),
+        statics,
+        "m",
+        "r1",
+        &files,
+        &|p: &str| contents.get(p).cloned(),
+        None,
+    )
+    .unwrap();
+    let first = |weights: &Weights| {
+        store.search(statics, "zebra harness quantum", weights, &|_| true, 2)[0]
+            .path
+            .clone()
+    };
+    assert_eq!(first(&Weights::default()), "b.txt");
+    let best_alone = Weights {
+        second_chunk: 0.0,
+        ..Weights::default()
+    };
+    assert_eq!(first(&best_alone), "a.txt");
+}

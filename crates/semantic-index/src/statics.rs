@@ -125,7 +125,8 @@ impl StaticModel {
     /// model directory holds no static model of its own. Nothing is read from disk; its rows stay
     /// in the binary's bytes, so loading it costs the tokenizer's parse alone.
     pub fn builtin() -> Result<Self, Error> {
-        let path = Path::new("<built-in>/static-256-int8.bin");
+        let path = Path::new("<built-in>").join(BUILTIN_FILE);
+        let path = path.as_path();
         let header =
             StaticHeader::parse(BUILTIN, BUILTIN.len() as u64).map_err(|d| invalid(path, d))?;
         let table = Table::from_data(&header, Cow::Borrowed(&BUILTIN[STATIC_HEADER..]));

@@ -250,7 +250,10 @@ export interface EmbeddedIndexOptions {
   indexDir?: string;
   /** Keep the index fresh from file-system events rather than a stat of every file per query. */
   watch?: boolean;
-  /** `false`: never serve semantic. Default: served, on the built-in static model. */
+  /**
+   * `false`: never serve semantic; `true`: throw when it cannot be served (a damaged static model
+   * in `modelDir`). Default: served, on the built-in static model unless `modelDir` holds one.
+   */
   semantic?: boolean;
   /**
    * Where MiniLM (for the re-rank) and a static model of its own are looked for; the built-in

@@ -163,6 +163,13 @@ test("semantic through the binding, where the model is", async () => {
     const b = await builtin.search({ query: "read the configuration file", mode: "semantic", maxResults: 3 });
     assert.equal(b.indexed.mode, "semantic");
     assert.equal(b.hits[0].path, "src/config.rs");
+    // A model directory whose own static model is not whole: asked for, semantic is refused
+    // with what to do, never silently dropped.
+    const broken = worktree({ "static-256.bin": "not a model" });
+    assert.throws(
+      () => createEmbeddedIndex(dir, { modelDir: broken, semantic: true }),
+      (e) => e.code === "ERR_PRISM_INDEX_UNSUPPORTED" && /built-in model/.test(e.message),
+    );
     const plain = createEmbeddedIndex(dir, { semantic: false });
     assert.throws(
       () => createIndexedRepositoryOperations(dir, { index: plain, allowedModes: ["semantic"] }),

@@ -207,6 +207,18 @@ pub fn open_embedded_index(cwd: String, options_json: String) -> napi::Result<Na
     let host = runtime
         .block_on(Host::open(config))
         .map_err(|e| thrown(host_error(e)))?;
+    // Asked for by name, `semantic` is served or refused, never dropped: the model directory's
+    // own static model is damaged or not whole when the host serves none.
+    if opts.semantic == Some(true) && !host.serves_semantic() {
+        return Err(thrown(match host.semantic_damage() {
+            Some(damage) => host_error(HostError::ModelDamaged(damage.clone())),
+            None => Failure::new(
+                ErrorCode::Unsupported,
+                "semantic: the model directory's static model or its .sha256 is missing; remove \
+                 both to use the built-in model",
+            ),
+        }));
+    }
     let host = Arc::new(host);
     let backend = host
         .fresh_backend()

@@ -39,6 +39,8 @@ export interface SearchRequest {
   signal?: AbortSignal;
   caseInsensitive?: boolean;
   regex?: boolean;
+  /** ripgrep's `-U`: matches may span lines; each match is a hit at the line where it starts. */
+  multiline?: boolean;
   /** ripgrep's `-g`: include globs, or `!` globs that exclude. */
   glob?: string[];
   /** ripgrep's `-t`: file type names. */
@@ -140,6 +142,7 @@ export interface BackendCapabilities {
   paging?: boolean;
   hiddenFiles?: boolean;
   ignoredFiles?: boolean;
+  multiline?: boolean;
 }
 
 /** The request a backend's `search` receives: validated, with the facade's caps applied. */
@@ -152,6 +155,7 @@ export interface BackendSearchRequest {
   /** Aborted when the caller gives up or the deadline passes. */
   signal: AbortSignal;
   regex?: boolean;
+  multiline?: boolean;
   caseInsensitive?: boolean;
   glob?: string[];
   type?: string[];

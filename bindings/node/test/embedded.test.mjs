@@ -61,6 +61,12 @@ test("indexed_literal finds the files rg -l finds", async () => {
   assert.deepEqual(await indexedFiles("alpha", { type: ["py"] }), rgFiles(cwd, "alpha", ["-t", "py"]));
   assert.deepEqual(await indexedFiles("alpha", { includeHidden: true }), rgFiles(cwd, "alpha", ["--hidden"]));
   assert.deepEqual(await indexedFiles("alpha", { includeIgnored: true }), rgFiles(cwd, "alpha", ["--no-ignore"]));
+  // A match across a line break, as `rg -U` finds it.
+  const spanning = rgFiles(cwd, "rare_token_1\nline 1", ["-U"]);
+  assert.ok(spanning.length > 0);
+  assert.deepEqual(await indexedFiles("rare_token_1\nline 1", { multiline: true }), spanning);
+  const literal = await fallback.search({ query: "rare_token_1\nline 1", multiline: true, output: "files", maxResults: 1000 });
+  assert.deepEqual(literal.hits.map((h) => h.path).sort(), spanning);
 });
 
 test("every answer sees the worktree as it is now", async () => {

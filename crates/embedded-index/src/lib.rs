@@ -288,6 +288,7 @@ impl EmbeddedIndex {
             paging: true,
             hidden_files: true,
             ignored_files: true,
+            multiline: true,
             ..BackendCapabilities::default()
         }
     }

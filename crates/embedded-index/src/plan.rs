@@ -13,6 +13,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+#[cfg(test)]
+use index_contract::SearchMode;
+use index_contract::SearchRequest;
 use regex_syntax::hir::{Class, Hir, HirKind};
 
 use crate::trigram;
@@ -141,9 +144,22 @@ impl fmt::Display for Plan {
 /// The trigram query for `query`, a regex when `regex` is set and a fixed string otherwise,
 /// matched case-insensitively when `case_insensitive` is set. A pattern the parser refuses (the
 /// matcher refuses it too) plans as [`Plan::All`].
+#[cfg(test)]
 pub(crate) fn plan(query: &str, regex: bool, case_insensitive: bool) -> Plan {
-    match search_profile::query_hir(query, regex, case_insensitive) {
-        Some(hir) => summarize(&hir).into_plan(),
+    let mut request = SearchRequest::new(query, SearchMode::IndexedLiteral);
+    request.regex = regex;
+    request.case_insensitive = case_insensitive;
+    request_plan(&request)
+}
+
+/// The trigram query for a request's query, as its `regex`, `case_insensitive` and `multiline`
+/// shape it. A multi-line query plans as its parts between line breaks, since the index holds no
+/// trigram spanning one: a line break in a literal splits it, and a class that can match one
+/// (`\s`, `[^a]`) is no condition at all.
+pub(crate) fn request_plan(request: &SearchRequest) -> Plan {
+    let hir = search_profile::query_hir(&request.query, request.regex, request.case_insensitive);
+    match hir {
+        Some(hir) => summarize(&hir, request.multiline).into_plan(),
         None => Plan::All,
     }
 }
@@ -262,20 +278,30 @@ fn any_of(set: &Set) -> Plan {
     }))
 }
 
-fn summarize(hir: &Hir) -> Info {
+/// What the matches of `hir` look like; `multiline` when they may hold a line break.
+fn summarize(hir: &Hir, multiline: bool) -> Info {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => Info::exact(set_of(b"")),
-        // A line break never lies within a match (ripgrep strips it from the pattern) and the
-        // index holds no trigram spanning one.
-        HirKind::Literal(lit) if lit.0.contains(&b'\n') => Info::any(),
+        // The index holds no trigram spanning a line break: the parts between line breaks are
+        // planned on their own, and the break matches as anything would (outside multi-line
+        // mode the matcher refuses such a literal anyway).
+        HirKind::Literal(lit) if lit.0.contains(&b'\n') => lit
+            .0
+            .split(|&b| b == b'\n')
+            .map(|part| Info::exact(set_of(part)))
+            .reduce(|a, b| concat(concat(a, Info::any()), b))
+            .unwrap_or_else(Info::any),
         HirKind::Literal(lit) => Info::exact(set_of(&lit.0)),
+        // Outside multi-line mode ripgrep strips the line break from a class; within it, a
+        // class that can match one can end a line, so it gives no condition.
+        HirKind::Class(class) if multiline && class_has_line_break(class) => Info::any(),
         HirKind::Class(class) => class_info(class),
-        HirKind::Capture(c) => summarize(&c.sub),
+        HirKind::Capture(c) => summarize(&c.sub, multiline),
         HirKind::Repetition(rep) => {
             if rep.max == Some(0) {
                 return Info::exact(set_of(b""));
             }
-            let sub = summarize(&rep.sub);
+            let sub = summarize(&rep.sub, multiline);
             if rep.min == 0 {
                 // `x?` matches x or nothing; `x*` anything in general.
                 return match (rep.max, sub.exact) {
@@ -294,14 +320,28 @@ fn summarize(hir: &Hir) -> Info {
         }
         HirKind::Concat(parts) => parts
             .iter()
-            .map(summarize)
+            .map(|p| summarize(p, multiline))
             .reduce(concat)
             .unwrap_or_else(|| Info::exact(set_of(b""))),
         HirKind::Alternation(parts) => parts
             .iter()
-            .map(summarize)
+            .map(|p| summarize(p, multiline))
             .reduce(alternate)
             .unwrap_or_else(Info::any),
+    }
+}
+
+/// Whether `class` matches `\n`.
+fn class_has_line_break(class: &Class) -> bool {
+    match class {
+        Class::Unicode(u) => u
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= '\n' && '\n' <= r.end()),
+        Class::Bytes(b) => b
+            .ranges()
+            .iter()
+            .any(|r| r.start() <= b'\n' && b'\n' <= r.end()),
     }
 }
 
@@ -375,7 +415,9 @@ fn alternate(a: Info, b: Info) -> Info {
 
 #[cfg(test)]
 mod tests {
-    use super::plan;
+    use index_contract::{SearchMode, SearchRequest};
+
+    use super::{plan, request_plan};
 
     fn check(pattern: &str, case_insensitive: bool, expected: &str) {
         let got = plan(pattern, true, case_insensitive).to_string();
@@ -408,6 +450,28 @@ mod tests {
         // An unmatchable line break, and a class that would need one, narrow nothing.
         check("a\nb", false, "*");
         check("[\n]ab", false, "*");
+    }
+
+    #[test]
+    fn multi_line_queries_plan_their_parts_between_line_breaks() {
+        let check = |query: &str, regex: bool, expected: &str| {
+            let mut request = SearchRequest::new(query, SearchMode::IndexedLiteral);
+            request.regex = regex;
+            request.multiline = true;
+            assert_eq!(request_plan(&request).to_string(), expected, "{query:?}");
+        };
+        check("abc\ndef", false, "abc def");
+        check("abcd\nxyz", false, "abc bcd xyz");
+        check(
+            r"fn main\(\)\n\}",
+            true,
+            "\\x20ma ain fn\\x20 in( mai n\\x20m n()",
+        );
+        // A class that can match a line break gives no condition; one that cannot still does.
+        check(r"abc\s+def", true, "abc def");
+        check(r"abc[^x]def", true, "abc def");
+        check(r"ab[cd]\nxyz", true, "xyz (abc | abd)");
+        check("a\nb", false, "*");
     }
 
     #[test]

@@ -79,8 +79,7 @@ impl EmbeddedIndex {
         let status = snap.status();
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
         let matcher =
-            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)
-                .map_err(|_| EmbeddedIndexError::BadQuery)?;
+            search_profile::request_matcher(request).map_err(|_| EmbeddedIndexError::BadQuery)?;
         let filter = if request.files.narrows() {
             Some(PathFilter::new(&request.files).map_err(|_| EmbeddedIndexError::BadQuery)?)
         } else {
@@ -94,7 +93,7 @@ impl EmbeddedIndex {
         // Candidates: files that may hold a match by the query's trigram plan, in every segment,
         // minus deleted docs. A file the index could not read has no trigrams and cannot be ruled
         // out.
-        let plan = plan::plan(&request.query, request.regex, request.case_insensitive);
+        let plan = plan::request_plan(request);
         let full_scan = plan == Plan::All;
         // Each candidate is one packed key: inverted prior, segment, doc. Sorting the keys orders
         // candidates best prior first, ties in segment order, then path order per segment.

@@ -267,3 +267,80 @@ fn a_regex_without_a_trigram_scans_every_file_and_says_so() {
         assert_eq!(got, theirs(tree.path(), &r), "{q}");
     }
 }
+
+#[test]
+fn multiline_hits_equal_ripgreps_first_match_per_file() {
+    let mut compared = 0;
+    for seed in [5] {
+        let (tree, _store, index) = index_of(seed);
+        // Definitions spread over lines, in files the index holds, a hidden one a type selects
+        // and an ignored one an include glob selects; then a refresh, as a query would do.
+        let body = b"fn main() {\n    index_all();\n}\nstruct Config {\n    name: String,\n}\n";
+        for rel in ["src/multi.rs", "lib/multi.rs", ".multi.rs", "multi.log"] {
+            tree::write(tree.path(), rel, body);
+        }
+        tree::write(
+            tree.path(),
+            "docs/crlf.rs",
+            b"fn main() {\r\n    index_all();\r\n}\r\n",
+        );
+        index.refresh("r2", None).unwrap();
+        let mut queries: Vec<(String, bool)> = [
+            (r"fn main\(\) \{\r?\n\s+index", true),
+            (r"\{\n\s*name", true),
+            (r"index_all\(\);\s+\}", true),
+            (r"struct\s+Config\s*\{[^}]*String", true),
+            (r"\w+\n\w+", true),
+            (r"main", true),
+            ("{\n    index_all", false),
+            ("Config {\n", false),
+        ]
+        .iter()
+        .map(|(q, regex)| (q.to_string(), *regex))
+        .collect();
+        let mut rng = tree::Rng::new(seed);
+        for _ in 0..3 {
+            let (a, b): (&&str, &&str) = (rng.pick(tree::WORDS), rng.pick(tree::WORDS));
+            queries.push((format!(r"{}\r?\n{}", escape(a), escape(b)), true));
+        }
+        let edits: Vec<(&str, Edit)> = vec![
+            ("alone", Box::new(|_| {})),
+            ("count", Box::new(|r| r.output = OutputMode::Count)),
+            (
+                "context",
+                Box::new(|r| {
+                    r.context.before = 1;
+                    r.context.after = 2;
+                }),
+            ),
+            ("types", Box::new(|r| r.files.types = vec!["rust".into()])),
+            (
+                "include glob",
+                Box::new(|r| r.files.globs = vec!["*.log".into()]),
+            ),
+            ("hidden", Box::new(|r| r.files.include_hidden = true)),
+            ("scope", Box::new(|r| r.path = Some("src".into()))),
+        ];
+        for (i, (q, regex)) in queries.iter().enumerate() {
+            for (j, (name, edit)) in edits.iter().enumerate() {
+                // Case folding alternates, so that each query and each option meet both.
+                let ci = (i + j) % 2 == 1;
+                let r = request(q, *regex, ci, |r| {
+                    r.multiline = true;
+                    edit(r)
+                });
+                let expected = theirs(tree.path(), &r);
+                assert_eq!(ours(&index, &r).0, expected, "{name}: {r:?}");
+                compared += expected.len();
+            }
+        }
+        // A query whose parts between line breaks hold trigrams is planned, not a full scan.
+        let r = request(r"fn main\(\) \{\n\s+index", true, false, |r| {
+            r.multiline = true
+        });
+        let (got, full_scan) = ours(&index, &r);
+        assert!(!full_scan);
+        assert!(got.contains_key("src/multi.rs"), "{got:?}");
+    }
+    assert!(compared > 100, "only {compared} file hits compared");
+}

@@ -197,7 +197,7 @@ pub enum RegexRejection {
     Unsupported,
     /// It compiles to more than [`crate::limits::REGEX_SIZE_LIMIT_BYTES`].
     TooBig,
-    /// It can match a line break, and search is line by line.
+    /// It can match a line break, and the search is line by line (`multiline` is not set).
     LineTerminator,
 }
 
@@ -215,7 +215,7 @@ impl RegexRejection {
                 "it compiles to more than the size limit; use a shorter pattern or smaller repetition counts"
             }
             RegexRejection::LineTerminator => {
-                "it can match a line break, and search is line by line; remove `\\n` from the pattern"
+                "it can match a line break, and search is line by line; set `multiline: true` to match across lines, or remove `\\n` from the pattern"
             }
         }
     }

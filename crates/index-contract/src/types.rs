@@ -165,6 +165,9 @@ pub struct BackendCapabilities {
     pub hidden_files: bool,
     /// Whether the index holds files that ignore rules exclude ([`FileFilter::include_ignored`]).
     pub ignored_files: bool,
+    /// Whether the backend answers [`SearchRequest::multiline`] queries, whose matches may span
+    /// lines.
+    pub multiline: bool,
 }
 
 /// What each hit of an answer stands for.
@@ -365,6 +368,12 @@ pub struct SearchRequest {
     /// Case-insensitive matching (Unicode simple case folding).
     #[serde(default)]
     pub case_insensitive: bool,
+    /// Matches may span lines (ripgrep's `-U`): a regex may match `\n` (`a\nb`, `[\s\S]`), and a
+    /// fixed string may hold line breaks. `.` still stops at a line break. A hit is one match,
+    /// at the line where it starts; `output: count` counts matches when the query can match a
+    /// line break, as `rg -c -U` does.
+    #[serde(default)]
+    pub multiline: bool,
     /// How long the query may take; clamped to the configured cap. `None` means the cap.
     #[serde(default, with = "opt_millis", rename = "deadline_ms")]
     pub deadline: Option<Duration>,
@@ -400,6 +409,7 @@ impl SearchRequest {
             path: None,
             max_results: None,
             case_insensitive: false,
+            multiline: false,
             deadline: None,
             regex: false,
             files: FileFilter::default(),

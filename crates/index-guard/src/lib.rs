@@ -10,7 +10,8 @@
 //!   [`validate_remove`]);
 //! - a path is contained in the repository and in a scope, and names no git internals
 //!   ([`check_path`], [`Scope`], [`is_within`], [`is_git_internal_segment`]);
-//! - a query may be searched ([`check_query`], [`check_index_query`], [`check_tool_query`]).
+//! - a query may be searched ([`check_query`], [`check_index_query`], [`check_request_query`],
+//!   [`check_tool_query`]).
 //!
 //! Being pure functions over `index-contract` types is what makes it fuzzable.
 //!
@@ -62,8 +63,8 @@ pub use path::{
     Scope, check_field_path, check_path, is_git_internal_segment, is_lookalike_path, is_within,
 };
 pub use query::{
-    MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_scope_chars,
-    check_tool_query,
+    MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_request_query,
+    check_scope_chars, check_tool_query,
 };
 pub use snippet::{snippet_window, truncate_str};
 pub use trust::{TrustContext, TrustedHits, stamp, validate_hits};

@@ -54,6 +54,9 @@ pub fn check_options(request: &SearchRequest, support: OptionSupport) -> Result<
         if request.context.any() {
             return unsupported(context_option(request));
         }
+        if request.multiline {
+            return unsupported("multiline");
+        }
     }
     let OptionSupport::Backend(caps) = support else {
         return Ok(());
@@ -63,6 +66,9 @@ pub fn check_options(request: &SearchRequest, support: OptionSupport) -> Result<
     }
     if request.regex && !caps.regex {
         return unsupported("regex");
+    }
+    if request.multiline && !caps.multiline {
+        return unsupported("multiline");
     }
     // An include glob or a type can select hidden or ignored files (ripgrep's precedence);
     // globs that all exclude only narrow the selection.
@@ -184,10 +190,12 @@ mod tests {
             paging: true,
             hidden_files: true,
             ignored_files: true,
+            multiline: true,
         });
         type Edit = fn(&mut SearchRequest);
-        let cases: [(Edit, &str); 10] = [
+        let cases: [(Edit, &str); 11] = [
             (|r| r.regex = true, "`regex`"),
+            (|r| r.multiline = true, "`multiline`"),
             (|r| r.files.globs = vec!["*.rs".into()], "`glob`"),
             (
                 |r| r.files.globs = vec!["!a".into(), "*.rs".into()],
@@ -237,6 +245,7 @@ mod tests {
             regex: true,
             count: true,
             context: true,
+            multiline: true,
             ..BackendCapabilities::default()
         });
         let semantic = |edit: fn(&mut SearchRequest)| {
@@ -256,6 +265,7 @@ mod tests {
             all,
             Some("`context_before`"),
         );
+        check(semantic(|r| r.multiline = true), all, Some("`multiline`"));
         check(semantic(|_| {}), all, None);
     }
 

@@ -136,6 +136,7 @@ impl Digest {
         d.bytes(request.query.as_bytes());
         d.number(u64::from(request.regex));
         d.number(u64::from(request.case_insensitive));
+        d.number(u64::from(request.multiline));
         d.bytes(request.path.as_deref().unwrap_or("").as_bytes());
         d.number(u64::from(request.path.is_some()));
         d.strings(&files.globs);

@@ -5,7 +5,7 @@
 //! from `index_contract::limits`.
 
 use index_contract::{
-    ErrorCode, IndexError, SearchMode,
+    ErrorCode, IndexError, SearchMode, SearchRequest,
     limits::{MAX_PATH_BYTES, MAX_QUERY_BYTES},
 };
 
@@ -35,8 +35,14 @@ pub const MAX_PATH_CHARS: usize = MAX_PATH_BYTES / 4;
 pub fn check_query(query: &str) -> Result<(), IndexError> {
     check_text(query)?;
     if query.contains(['\n', '\r']) {
-        return Err(unsupported("must be a single line: search is line by line"));
+        return Err(unsupported(
+            "must be a single line unless `multiline` is set",
+        ));
     }
+    check_no_nul(query)
+}
+
+fn check_no_nul(query: &str) -> Result<(), IndexError> {
     if query.contains('\0') {
         return Err(unsupported(
             "must not contain a NUL byte: files with NUL bytes are binary and skipped",
@@ -55,18 +61,46 @@ pub fn check_index_query(query: &str, mode: SearchMode) -> Result<(), IndexError
     }
 }
 
+/// Checks the query of a request as its options shape it: [`check_index_query`] in its mode, except
+/// that a `multiline` request in a fixed-string mode may hold line breaks, since its matches may
+/// span lines.
+///
+/// # Example
+///
+/// ```
+/// use index_contract::{SearchMode, SearchRequest};
+/// use index_guard::check_request_query;
+///
+/// let mut request = SearchRequest::new("fn main() {\n", SearchMode::Literal);
+/// assert!(check_request_query(&request).is_err());
+/// request.multiline = true;
+/// assert!(check_request_query(&request).is_ok());
+/// ```
+pub fn check_request_query(request: &SearchRequest) -> Result<(), IndexError> {
+    let query = &request.query;
+    if request.multiline && request.mode != SearchMode::Semantic {
+        check_text(query)?;
+        return check_no_nul(query);
+    }
+    check_index_query(query, request.mode)
+}
+
 /// Checks a tool call's `query` argument: within [`MAX_QUERY_CHARS`] characters (the schema's
-/// `maxLength`), then [`check_query`]. The schema's pattern refuses line breaks and NUL for every
-/// mode, so this does too.
-pub fn check_tool_query(query: &str) -> Result<(), IndexError> {
-    if query.chars().count() > MAX_QUERY_CHARS {
+/// `maxLength`), then one line without NUL in every mode ([`check_query`]; the schema's pattern
+/// says so too), unless the call sets `multiline` ([`check_request_query`]).
+pub fn check_tool_query(request: &SearchRequest) -> Result<(), IndexError> {
+    if request.query.chars().count() > MAX_QUERY_CHARS {
         return Err(IndexError::InvalidArgument {
             argument: "query",
             problem: QUERY_CHARS_MESSAGE,
             code: ErrorCode::Limit,
         });
     }
-    check_query(query)
+    if request.multiline {
+        check_request_query(request)
+    } else {
+        check_query(&request.query)
+    }
 }
 
 /// Checks a tool call's `path` argument against [`MAX_PATH_CHARS`] (the schema's `maxLength`).

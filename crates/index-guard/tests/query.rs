@@ -2,7 +2,7 @@
 //! tool's arguments.
 
 use index_contract::limits::{MAX_PATH_BYTES, MAX_QUERY_BYTES};
-use index_contract::{ErrorCode, IndexError, SearchMode};
+use index_contract::{ErrorCode, IndexError, SearchMode, SearchRequest};
 use index_guard::{
     MAX_PATH_CHARS, MAX_QUERY_CHARS, check_index_query, check_query, check_scope_chars,
     check_tool_query,
@@ -25,7 +25,7 @@ fn check(entry: Entry, input: &str, expected: Result<(), ErrorCode>) {
     let got = match entry {
         Entry::Literal => check_query(input),
         Entry::Index(mode) => check_index_query(input, mode),
-        Entry::Tool => check_tool_query(input),
+        Entry::Tool => check_tool_query(&SearchRequest::new(input, SearchMode::Literal)),
         Entry::ToolPath => check_scope_chars(input),
     };
     assert_eq!(
@@ -107,7 +107,10 @@ fn cap_messages_are_rendered_from_the_limits_table() {
         bytes.contains(&format!("is longer than {MAX_QUERY_BYTES} bytes")),
         "{bytes}"
     );
-    let chars = message(check_tool_query(&"x".repeat(MAX_QUERY_CHARS + 1)));
+    let chars = message(check_tool_query(&SearchRequest::new(
+        "x".repeat(MAX_QUERY_CHARS + 1),
+        SearchMode::Literal,
+    )));
     assert!(
         chars.contains(&format!("is longer than {MAX_QUERY_CHARS} characters")),
         "{chars}"

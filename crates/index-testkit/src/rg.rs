@@ -115,8 +115,8 @@ pub struct RgLine {
     pub after: Vec<String>,
 }
 
-/// The ripgrep command for `request`, as the literal search answers it: `-F` unless `regex`, `-i`
-/// or `-s`, `-g` and `-t` in order, `--hidden`, `--no-ignore`, and `-B`/`-A`. The scope is not
+/// The ripgrep command for `request`, as the literal search answers it: `-F` unless `regex`, `-U`
+/// when `multiline`, `-i` or `-s`, `-g` and `-t` in order, `--hidden`, `--no-ignore`, and `-B`/`-A`. The scope is not
 /// passed (rg would see paths differently); callers filter by it.
 pub fn rg_command(root: &Path, request: &SearchRequest) -> Command {
     let mut cmd = Command::new(rg());
@@ -126,6 +126,9 @@ pub fn rg_command(root: &Path, request: &SearchRequest) -> Command {
         .stdin(Stdio::null());
     if !request.regex {
         cmd.arg("--fixed-strings");
+    }
+    if request.multiline {
+        cmd.arg("--multiline");
     }
     cmd.arg(if request.case_insensitive {
         "--ignore-case"
@@ -168,10 +171,16 @@ fn in_scope(path: &str, scope: Option<&str>) -> bool {
     scope.is_none_or(|s| path == s || path.starts_with(&format!("{s}/")))
 }
 
-/// Every matching line `rg --json` reports for `request` under `root`, in (path, line) order
+/// Every hit `rg --json` reports for `request` under `root`, in (path, line, column) order
 /// (paths compared as strings), each with its context lines (`request.context`) cut to
 /// `line_bytes` as the literal search cuts them. Files with non-UTF-8 names are left out.
+///
+/// A hit is a matching line at its first match; with `multiline`, when the query can match a line
+/// break, every match is a hit, at the line where it starts. Whether it can is read off rg itself:
+/// `rg -c -U` counts matches then (as `--count-matches` does), and lines otherwise.
 pub fn rg_lines(root: &Path, request: &SearchRequest, line_bytes: usize) -> Vec<RgLine> {
+    let per_match =
+        request.multiline && rg_per_file(root, request, true) == rg_count_matches(root, request);
     let mut cmd = rg_command(root, request);
     cmd.arg("--json");
     let stdout = run(cmd, request);
@@ -193,14 +202,23 @@ pub fn rg_lines(root: &Path, request: &SearchRequest, line_bytes: usize) -> Vec<
             continue;
         }
         let line_no = data["line_number"].as_u64().expect("line number");
+        // A multi-line match reports a block of lines at once.
         let text = json_bytes(&data["lines"]);
-        printed
-            .entry(path.clone())
-            .or_default()
-            .insert(line_no, context_line(&text, line_bytes));
-        if kind == "match" {
-            let column = data["submatches"][0]["start"].as_u64().expect("submatch") + 1;
-            matches.push((path, line_no, column));
+        let file = printed.entry(path.clone()).or_default();
+        for (i, l) in text.split_inclusive(|&b| b == b'\n').enumerate() {
+            file.insert(line_no + i as u64, context_line(l, line_bytes));
+        }
+        if kind != "match" {
+            continue;
+        }
+        let submatches = data["submatches"].as_array().expect("submatches");
+        let taken = if per_match { submatches.len() } else { 1 };
+        for m in &submatches[..taken] {
+            let start = m["start"].as_u64().expect("submatch") as usize;
+            let head = &text[..start];
+            let line = line_no + head.iter().filter(|&&b| b == b'\n').count() as u64;
+            let line_start = head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            matches.push((path.clone(), line, (start - line_start) as u64 + 1));
         }
     }
     let (before, after) = (
@@ -227,6 +245,14 @@ pub fn rg_lines(root: &Path, request: &SearchRequest, line_bytes: usize) -> Vec<
     lines
 }
 
+/// `rg --count-matches` for `request` under `root`: each matching file with its number of
+/// matches.
+fn rg_count_matches(root: &Path, request: &SearchRequest) -> BTreeMap<String, u64> {
+    let mut cmd = rg_command(root, request);
+    cmd.arg("--null").arg("--count-matches");
+    parse_counts(&run(cmd, request), request)
+}
+
 /// `rg --count` (when `count`) or `rg --files-with-matches` for `request` under `root`: each
 /// matching file with its count of matching lines (1 for `--files-with-matches`). Files with
 /// non-UTF-8 names are left out.
@@ -238,32 +264,38 @@ pub fn rg_per_file(root: &Path, request: &SearchRequest, count: bool) -> BTreeMa
         "--files-with-matches"
     });
     let stdout = run(cmd, request);
+    if count {
+        return parse_counts(&stdout, request);
+    }
     let mut out = BTreeMap::new();
-    let records: Vec<&[u8]> = if count {
-        stdout.split(|&b| b == b'\n').collect()
-    } else {
-        stdout.split(|&b| b == 0).collect()
-    };
-    for record in records.into_iter().filter(|r| !r.is_empty()) {
-        let (path, n) = if count {
-            let nul = record.iter().position(|&b| b == 0).expect("--null");
-            let n: u64 = std::str::from_utf8(&record[nul + 1..])
-                .expect("count")
-                .parse()
-                .expect("count");
-            (&record[..nul], n)
-        } else {
-            (record, 1)
-        };
-        let Ok(path) = std::str::from_utf8(path) else {
-            continue;
-        };
-        let path = path.strip_prefix("./").unwrap_or(path);
-        if in_scope(path, request.path.as_deref()) {
-            out.insert(path.to_owned(), n);
-        }
+    for path in stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        insert_in_scope(&mut out, path, 1, request);
     }
     out
+}
+
+/// Parses `path NUL count` lines (`--null` with `--count` or `--count-matches`).
+fn parse_counts(stdout: &[u8], request: &SearchRequest) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for record in stdout.split(|&b| b == b'\n').filter(|r| !r.is_empty()) {
+        let nul = record.iter().position(|&b| b == 0).expect("--null");
+        let n: u64 = std::str::from_utf8(&record[nul + 1..])
+            .expect("count")
+            .parse()
+            .expect("count");
+        insert_in_scope(&mut out, &record[..nul], n, request);
+    }
+    out
+}
+
+fn insert_in_scope(out: &mut BTreeMap<String, u64>, path: &[u8], n: u64, request: &SearchRequest) {
+    let Ok(path) = std::str::from_utf8(path) else {
+        return;
+    };
+    let path = path.strip_prefix("./").unwrap_or(path);
+    if in_scope(path, request.path.as_deref()) {
+        out.insert(path.to_owned(), n);
+    }
 }
 
 /// The bytes of an `rg --json` data field: `{"text": ...}` or `{"bytes": base64}`.

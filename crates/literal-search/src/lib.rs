@@ -133,14 +133,13 @@ impl LiteralSearch {
         if request.mode != SearchMode::Literal {
             return Err(IndexError::ModeNotAllowed { mode: request.mode });
         }
-        index_guard::check_query(&request.query)?;
+        index_guard::check_request_query(request)?;
         index_guard::check_options(request, OptionSupport::Literal)?;
         search_profile::check_patterns(request)?;
         let scope = Scope::parse(request.path.as_deref())?;
         check_scope_on_disk(&self.root, &scope)?;
         let limits = &self.config.limits;
-        let matcher =
-            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)?;
+        let matcher = search_profile::request_matcher(request)?;
         let threads = self.config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())

@@ -30,9 +30,11 @@ enum Opt {
     Hidden,
     NoIgnore,
     CaseInsensitive,
+    /// `rg -U`: with the multi-line queries below, matches that span lines.
+    Multiline,
 }
 
-const ALL: [Opt; 12] = [
+const ALL: [Opt; 13] = [
     Opt::Regex,
     Opt::GlobInclude,
     Opt::GlobExclude,
@@ -45,6 +47,7 @@ const ALL: [Opt; 12] = [
     Opt::Hidden,
     Opt::NoIgnore,
     Opt::CaseInsensitive,
+    Opt::Multiline,
 ];
 
 impl Opt {
@@ -65,6 +68,7 @@ impl Opt {
             Opt::Hidden => r.files.include_hidden = true,
             Opt::NoIgnore => r.files.include_ignored = true,
             Opt::CaseInsensitive => r.case_insensitive = true,
+            Opt::Multiline => r.multiline = true,
         }
     }
 
@@ -179,8 +183,8 @@ fn in_git(path: &str) -> bool {
 
 fn describe(r: &SearchRequest) -> String {
     format!(
-        "regex={} ci={} files={:?} output={:?} context={:?} scope={:?}",
-        r.regex, r.case_insensitive, r.files, r.output, r.context, r.path
+        "regex={} ci={} multiline={} files={:?} output={:?} context={:?} scope={:?}",
+        r.regex, r.case_insensitive, r.multiline, r.files, r.output, r.context, r.path
     )
 }
 
@@ -194,7 +198,21 @@ fn request(query: &str, opts: &[Opt]) -> SearchRequest {
 }
 
 /// Fixed strings, and regexes for requests with `regex`; each finds hits in several kinds of file.
-fn queries(regex: bool) -> &'static [&'static str] {
+/// Multi-line requests get queries that span lines (and one that cannot, searched line by line).
+fn queries(regex: bool, multiline: bool) -> &'static [&'static str] {
+    if multiline {
+        return if regex {
+            &[
+                r"\}\r?\n\{",
+                r"(?i)todo\s+[a-z]+",
+                r";$\n^[^\n]*x",
+                r"\w+\n\w+",
+                r"fn\s+main",
+            ]
+        } else {
+            &["}\n{", "x\ny", "index"]
+        };
+    }
     if regex {
         &[
             r"fn\s+main",
@@ -230,8 +248,9 @@ fn every_option_and_every_pair_agrees_with_ripgrep() {
     let mut compared = 0;
     for opts in &combos {
         let regex = opts.contains(&Opt::Regex);
+        let multiline = opts.contains(&Opt::Multiline);
         let mut found = 0;
-        for q in queries(regex) {
+        for q in queries(regex, multiline) {
             found += check(&search, root, &request(q, opts));
         }
         assert!(
@@ -240,11 +259,11 @@ fn every_option_and_every_pair_agrees_with_ripgrep() {
         );
         compared += found;
     }
-    assert_eq!(combos.len(), 1 + 12 + 66 - 3 - 1 - 6);
+    assert_eq!(combos.len(), 1 + 13 + 78 - 3 - 1 - 6);
     assert!(compared > 5_000, "only {compared} hits compared");
     // Each option on its own and with the scope.
     for &o in &ALL {
-        for q in queries(o == Opt::Regex) {
+        for q in queries(o == Opt::Regex, o == Opt::Multiline) {
             let mut r = request(q, &[o]);
             r.path = Some("src".into());
             check(&search, root, &r);

@@ -42,9 +42,7 @@ impl PgIndex {
             OptionSupport::Backend(RepositoryIndexBackend::capabilities(self)),
         )
         .map_err(PgIndexError::Refused)?;
-        let matcher =
-            search_profile::query_matcher(&request.query, request.regex, request.case_insensitive)
-                .map_err(PgIndexError::Refused)?;
+        let matcher = search_profile::request_matcher(request).map_err(PgIndexError::Refused)?;
         let cap = request.max_results.unwrap_or(DEFAULT_MAX_RESULTS);
         let timeout = request.deadline.unwrap_or(self.config.read_timeout);
         let filter = plan::filter(&request.query, request.regex, request.case_insensitive);

@@ -126,6 +126,10 @@ pub(crate) struct GrepOptions {
     /// Treat the query as a regular expression (ripgrep's syntax).
     #[arg(long)]
     pub(crate) regex: bool,
+    /// Let matches span lines, as `rg -U`: a regex may match `\n`, and a fixed string may hold
+    /// line breaks. Each match is a hit at the line where it starts; -c counts matches.
+    #[arg(short = 'U', long)]
+    pub(crate) multiline: bool,
     /// Include or (with a leading `!`) exclude files by glob, as `rg -g`. Repeatable.
     #[arg(short = 'g', long = "glob", value_name = "GLOB")]
     pub(crate) globs: Vec<String>,
@@ -168,6 +172,9 @@ impl GrepOptions {
         if self.regex {
             args["regex"] = json!(true);
         }
+        if self.multiline {
+            args["multiline"] = json!(true);
+        }
         if !self.globs.is_empty() {
             args["glob"] = json!(self.globs);
         }
@@ -206,7 +213,8 @@ impl GrepOptions {
 pub(crate) enum Command {
     /// Search for a fixed string or, with --regex, a regular expression.
     Search {
-        /// The text to find: a fixed string on one line, or a regex with --regex.
+        /// The text to find: a fixed string on one line (several with -U), or a regex with
+        /// --regex.
         query: String,
         #[command(flatten)]
         location: Location,

@@ -78,6 +78,7 @@ pub(crate) fn declared_capabilities(json: &str) -> BackendCapabilities {
         paging: flag("paging"),
         hidden_files: flag("hiddenFiles"),
         ignored_files: flag("ignoredFiles"),
+        multiline: flag("multiline"),
     }
 }
 
@@ -263,6 +264,7 @@ fn search_payload(request: &SearchRequest) -> Value {
     });
     let extra = [
         ("regex", json!(request.regex), request.regex),
+        ("multiline", json!(true), request.multiline),
         (
             "caseInsensitive",
             json!(request.case_insensitive),

@@ -24,6 +24,7 @@ const REQUEST_NAMES: &[(&str, &str)] = &[
     ("maxResults", "max_results"),
     ("caseInsensitive", "case_insensitive"),
     ("regex", "regex"),
+    ("multiline", "multiline"),
     ("glob", "glob"),
     ("type", "type"),
     ("includeHidden", "include_hidden"),

@@ -37,7 +37,6 @@ impl ToolSpec {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("query", "must be a string")),
         };
-        check_tool_query(query)?;
         let mode = match obj.get("mode") {
             None => self.default_mode(),
             Some(Value::String(s)) => match SearchMode::parse(s) {
@@ -74,6 +73,8 @@ impl ToolSpec {
         request.max_results = max_results;
         request.case_insensitive = boolean(obj, "case_insensitive")?;
         request.regex = boolean(obj, "regex")?;
+        request.multiline = boolean(obj, "multiline")?;
+        check_tool_query(&request)?;
         request.files.include_hidden = boolean(obj, "include_hidden")?;
         request.files.include_ignored = boolean(obj, "include_ignored")?;
         request.files.globs = strings(obj, "glob")?;

@@ -13,8 +13,8 @@ use index_contract::{
     limits::{SearchLimits, StalePolicy, UpdateLimits},
 };
 use index_guard::{
-    OptionSupport, Scope, TrustContext, check_freshness, check_index_query, check_mode,
-    check_options, paginate, stamp, validate_hits, validate_remove, validate_update,
+    OptionSupport, Scope, TrustContext, check_freshness, check_mode, check_options,
+    check_request_query, paginate, stamp, validate_hits, validate_remove, validate_update,
 };
 
 /// How the facade is configured: which modes it allows, its freshness policy and its caps.
@@ -153,7 +153,7 @@ impl IndexedRepositoryOperations {
         if self.disposed.load(Ordering::SeqCst) {
             return Err(IndexError::Disposed);
         }
-        check_index_query(&request.query, request.mode)?;
+        check_request_query(&request)?;
         check_options(&request, OptionSupport::Backend(self.capabilities))?;
         search_profile::check_patterns(&request)?;
         let scope = Scope::parse(request.path.as_deref())?;

@@ -23,6 +23,9 @@ impl ToolSpec {
         if has(ToolOption::Regex) {
             d.push_str(", or a regular expression (ripgrep's syntax) with `regex: true`");
         }
+        if has(ToolOption::Multiline) {
+            d.push_str(" (add `multiline: true` for a regex that spans lines, such as `a\\nb`)");
+        }
         d.push_str(
             ". Returns matching lines as {path, line, column, snippet}, paths relative to the \
              repository root, ordered by path then line. Files ignored by git, hidden files and \

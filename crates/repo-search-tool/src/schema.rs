@@ -25,7 +25,10 @@ impl ToolSpec {
             });
         }
         let offered = self.offered_options();
-        let query_help = if offered.contains(&ToolOption::Regex) {
+        let multiline = offered.contains(&ToolOption::Multiline);
+        let query_help = if multiline {
+            "The text to find, on one line unless `multiline` is true, for example `fn parse_config` or `TODO(`. A fixed string unless `regex` is true."
+        } else if offered.contains(&ToolOption::Regex) {
             "The text to find, on one line, for example `fn parse_config` or `TODO(`. A fixed string unless `regex` is true."
         } else {
             "The exact text to find, on one line, for example `fn parse_config` or `TODO(`. Matched as a fixed string, not a regular expression."
@@ -36,7 +39,7 @@ impl ToolSpec {
                 "description": query_help,
                 "minLength": 1,
                 "maxLength": MAX_QUERY_CHARS,
-                "pattern": "^[^\\n\\r\\u0000]*$"
+                "pattern": if multiline { ANY_LINES } else { ONE_LINE }
             },
             "mode": {
                 "type": "string",
@@ -82,6 +85,13 @@ impl ToolSpec {
             },
             "then": { "properties": { "output": { "const": "content" } } }
         })];
+        if multiline {
+            // Line breaks only with `multiline: true`.
+            rules.push(json!({
+                "if": { "required": ["multiline"], "properties": { "multiline": { "const": true } } },
+                "else": { "properties": { "query": { "pattern": ONE_LINE } } }
+            }));
+        }
         for &mode in self.modes() {
             let honoured = self.options_for(mode);
             let mut restrict = Map::new();
@@ -208,13 +218,19 @@ impl ToolSpec {
     }
 }
 
+/// A query on one line, without NUL.
+const ONE_LINE: &str = "^[^\\n\\r\\u0000]*$";
+/// A query without NUL, on any number of lines (`multiline: true`).
+const ANY_LINES: &str = "^[^\\u0000]*$";
+
 impl ToolOption {
     /// The schema's restriction for a mode that does not honour the option: its neutral value.
     fn neutral(self) -> (&'static str, Value) {
         let v = match self {
-            ToolOption::Regex | ToolOption::IncludeHidden | ToolOption::IncludeIgnored => {
-                json!({ "const": false })
-            }
+            ToolOption::Regex
+            | ToolOption::Multiline
+            | ToolOption::IncludeHidden
+            | ToolOption::IncludeIgnored => json!({ "const": false }),
             ToolOption::ExcludeGlob | ToolOption::Glob | ToolOption::Type => {
                 json!({ "maxItems": 0 })
             }
@@ -256,6 +272,11 @@ impl ToolOption {
                 "type": "boolean",
                 "default": false,
                 "description": "Treat `query` as a regular expression in ripgrep's syntax (the Rust regex crate: no look-around or backreferences). Default: a fixed string."
+            }),
+            ToolOption::Multiline => json!({
+                "type": "boolean",
+                "default": false,
+                "description": "Let a match span lines (ripgrep's -U): with `regex: true`, `\\n` matches a line break, for example `fn main\\(\\)\\s*\\{\\n\\s*let`; `.` still stops at one. Each match is a hit at the line where it starts; `output: count` counts matches. Default: line by line."
             }),
             ToolOption::ExcludeGlob | ToolOption::Glob => list(
                 "ripgrep -g globs on repository-relative paths: a file must match an include glob when there is one; a glob starting with `!` excludes; later globs win. For example [\"*.rs\"] or [\"src/**\", \"!**/*_test.go\"].",

@@ -169,6 +169,8 @@ impl ToolSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ToolOption {
     Regex,
+    /// Matches that span lines (`rg -U`).
+    Multiline,
     /// Globs that all exclude (`!`), which only narrow the selection.
     ExcludeGlob,
     /// Any glob, includes too.
@@ -184,8 +186,9 @@ pub(crate) enum ToolOption {
 }
 
 impl ToolOption {
-    pub(crate) const ALL: [ToolOption; 11] = [
+    pub(crate) const ALL: [ToolOption; 12] = [
         ToolOption::Regex,
+        ToolOption::Multiline,
         ToolOption::ExcludeGlob,
         ToolOption::Glob,
         ToolOption::Type,
@@ -202,6 +205,7 @@ impl ToolOption {
     pub(crate) fn name(self) -> &'static str {
         match self {
             ToolOption::Regex => "regex",
+            ToolOption::Multiline => "multiline",
             ToolOption::ExcludeGlob | ToolOption::Glob => "glob",
             ToolOption::Type => "type",
             ToolOption::IncludeHidden => "include_hidden",
@@ -218,6 +222,7 @@ impl ToolOption {
     fn set(self, r: &mut SearchRequest) {
         match self {
             ToolOption::Regex => r.regex = true,
+            ToolOption::Multiline => r.multiline = true,
             ToolOption::ExcludeGlob => r.files.globs = vec!["!*".into()],
             ToolOption::Glob => r.files.globs = vec!["*".into()],
             ToolOption::Type => r.files.types = vec!["rust".into()],

@@ -289,6 +289,7 @@ fn pools() -> Vec<(&'static str, Vec<Value>)> {
             ],
         ),
         ("include_hidden", vec![json!(true), json!(false), s("yes")]),
+        ("multiline", vec![json!(true), json!(false), json!(1)]),
         ("include_ignored", vec![json!(true), json!(false)]),
         ("deadline_ms", vec![json!(10)]),
         ("Query", vec![s("main")]),
@@ -435,8 +436,9 @@ fn tool_declaring(modes: &[SearchMode], capabilities: BackendCapabilities) -> Re
 
 #[test]
 fn each_options_presence_follows_the_capabilities() {
-    const OPTIONS: [&str; 9] = [
+    const OPTIONS: [&str; 10] = [
         "regex",
+        "multiline",
         "glob",
         "type",
         "include_hidden",
@@ -456,6 +458,7 @@ fn each_options_presence_follows_the_capabilities() {
         paging: true,
         hidden_files: true,
         ignored_files: true,
+        multiline: true,
     };
     let check =
         |modes: &[SearchMode], caps: BackendCapabilities, present: &[&str], outputs: Value| {

@@ -86,7 +86,7 @@ fn literal_result_json() {
     }
   },
   "next_offset": 2,
-  "page_token": "p1-80a4a5a3393bc3329fb91b81ef55e280"
+  "page_token": "p1-a2c86b94300d5d7d5b1f4f74f99d3260"
 }"#,
     );
 }

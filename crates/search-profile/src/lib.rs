@@ -66,7 +66,7 @@ mod syntax;
 
 pub use control::{NeverStop, QueryControl, SearchControl};
 pub use filter::PathFilter;
-pub use matcher::{LineMatch, QueryMatcher, matcher, query_matcher};
+pub use matcher::{LineMatch, QueryMatcher, matcher, query_matcher, request_matcher};
 pub use name::{count_unserved, is_non_utf8_name, name_bytes, name_path, walk_name};
 pub use open::{
     CHUNK_BYTES, EntryStat, OpenError, RootDir, open_or_create_regular, open_regular, read_bounded,
@@ -74,7 +74,9 @@ pub use open::{
 };
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};
-pub use search::{ContextConfig, FileOutcome, FileSearcher, SearchFileError};
+pub use search::{
+    ContextConfig, FileOutcome, FileSearcher, MULTI_LINE_HEAP_LIMIT, SearchFileError,
+};
 pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
 pub use syntax::query_hir;
 

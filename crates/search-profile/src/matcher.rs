@@ -3,9 +3,9 @@
 
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcher;
-use index_contract::{ErrorCode, IndexError};
+use index_contract::{ErrorCode, IndexError, SearchRequest};
 
-use crate::syntax;
+use crate::syntax::{self, MatchOptions};
 
 /// A compiled query: ripgrep's matcher with its defaults, for a fixed string (`rg -F`) or a regex
 /// (`rg` without `-F`).
@@ -14,6 +14,7 @@ pub struct QueryMatcher {
     inner: RegexMatcher,
     max_match_bytes: Option<usize>,
     regex: bool,
+    multiline: bool,
 }
 
 impl QueryMatcher {
@@ -38,6 +39,12 @@ impl QueryMatcher {
         self.regex
     }
 
+    /// Whether matches may span lines (`rg -U`): a [`crate::FileSearcher`] then searches the
+    /// whole file at once.
+    pub fn is_multiline(&self) -> bool {
+        self.multiline
+    }
+
     /// Where the first match in `haystack` lies, if any.
     pub fn find(&self, haystack: &[u8]) -> Option<(usize, usize)> {
         self.inner
@@ -50,13 +57,24 @@ impl QueryMatcher {
 
 /// Compiles `query` as ripgrep compiles `rg -F QUERY` (`-i` when `case_insensitive`).
 pub fn matcher(query: &str, case_insensitive: bool) -> Result<QueryMatcher, grep_regex::Error> {
-    let inner = syntax::matcher_builder(case_insensitive)
+    fixed_matcher(
+        query,
+        MatchOptions {
+            case_insensitive,
+            multiline: false,
+        },
+    )
+}
+
+fn fixed_matcher(query: &str, options: MatchOptions) -> Result<QueryMatcher, grep_regex::Error> {
+    let inner = syntax::matcher_builder(options)
         .fixed_strings(true)
         .build(query)?;
     Ok(QueryMatcher {
         inner,
         max_match_bytes: Some(4 * query.chars().count()),
         regex: false,
+        multiline: options.multiline,
     })
 }
 
@@ -83,22 +101,61 @@ pub fn query_matcher(
     regex: bool,
     case_insensitive: bool,
 ) -> Result<QueryMatcher, IndexError> {
+    let options = MatchOptions {
+        case_insensitive,
+        multiline: false,
+    };
+    build_matcher(query, regex, options)
+}
+
+/// Compiles a request's query as ripgrep compiles it with the request's `regex`,
+/// `case_insensitive` and `multiline` (`-U`), refusing it as [`query_matcher`] does.
+///
+/// # Example
+///
+/// ```
+/// use index_contract::{SearchMode, SearchRequest};
+///
+/// let mut request = SearchRequest::new("a\\nb", SearchMode::Literal);
+/// request.regex = true;
+/// assert!(search_profile::request_matcher(&request).is_err());
+/// request.multiline = true;
+/// let m = search_profile::request_matcher(&request)?;
+/// assert_eq!(m.find(b"xa\nb"), Some((1, 4)));
+/// # Ok::<(), index_contract::IndexError>(())
+/// ```
+pub fn request_matcher(request: &SearchRequest) -> Result<QueryMatcher, IndexError> {
+    let options = MatchOptions {
+        case_insensitive: request.case_insensitive,
+        multiline: request.multiline,
+    };
+    build_matcher(&request.query, request.regex, options)
+}
+
+fn build_matcher(
+    query: &str,
+    regex: bool,
+    options: MatchOptions,
+) -> Result<QueryMatcher, IndexError> {
+    let case_insensitive = options.case_insensitive;
     if !regex {
-        return matcher(query, case_insensitive).map_err(|_| IndexError::InvalidArgument {
+        return fixed_matcher(query, options).map_err(|_| IndexError::InvalidArgument {
             argument: "query",
             problem: "could not be compiled into a matcher (it is too large)",
             code: ErrorCode::Limit,
         });
     }
-    let inner = syntax::regex_builder(case_insensitive)
-        .build(query)
-        .map_err(|e| IndexError::InvalidRegex {
-            reason: syntax::regex_rejection(query, &e),
-        })?;
+    let inner =
+        syntax::regex_builder(options)
+            .build(query)
+            .map_err(|e| IndexError::InvalidRegex {
+                reason: syntax::regex_rejection(query, &e),
+            })?;
     Ok(QueryMatcher {
         inner,
         max_match_bytes: regex_max_len(query, case_insensitive),
         regex: true,
+        multiline: options.multiline,
     })
 }
 

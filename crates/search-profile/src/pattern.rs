@@ -22,7 +22,7 @@ use index_contract::{FileFilter, IndexError, SearchMode, SearchRequest};
 /// ```
 pub fn check_patterns(request: &SearchRequest) -> Result<(), IndexError> {
     if request.regex && request.mode != SearchMode::Semantic {
-        crate::query_matcher(&request.query, true, request.case_insensitive)?;
+        crate::request_matcher(request)?;
     }
     check_file_filter(&request.files)
 }

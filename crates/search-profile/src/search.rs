@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek};
 
-use grep_matcher::LineTerminator;
+use grep_matcher::{LineTerminator, Matcher};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 
 use crate::control::SearchControl;
@@ -64,7 +64,8 @@ pub enum SearchFileError {
     /// the query is a regex whose matches have no length bound, or context lines were asked for.
     /// ripgrep has no heap limit and would hold the whole line in memory; we do not. Lines before
     /// the long one may already have reached the sink: the caller discards the file's hits and
-    /// reports the file as not searched.
+    /// reports the file as not searched. A multi-line search reads the whole file, so there the
+    /// file is over [`MULTI_LINE_HEAP_LIMIT`].
     LineTooLong,
 }
 
@@ -135,6 +136,22 @@ fn build_searcher_numbered(
         .build()
 }
 
+/// The most bytes of one file a multi-line search holds: it reads the whole file, as `rg -U` does.
+/// A larger file is not searched ([`SearchFileError::LineTooLong`]), never searched in part.
+pub const MULTI_LINE_HEAP_LIMIT: usize = 32 * 1024 * 1024;
+
+fn build_multi_line_searcher(context: ContextConfig) -> Searcher {
+    SearcherBuilder::new()
+        .line_terminator(LineTerminator::byte(b'\n'))
+        .line_number(true)
+        .multi_line(true)
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .heap_limit(Some(MULTI_LINE_HEAP_LIMIT))
+        .before_context(context.before)
+        .after_context(context.after)
+        .build()
+}
+
 impl FileSearcher {
     /// A searcher holding at most `heap_limit` bytes of one line; files with longer lines are
     /// streamed, with snippets of about `stream_window` bytes on each side of a match.
@@ -168,6 +185,14 @@ impl FileSearcher {
         control: &dyn SearchControl,
         mut sink: impl FnMut(LineMatch<'_>) -> bool,
     ) -> Result<FileOutcome, SearchFileError> {
+        if matcher.is_multiline() {
+            let multi = build_multi_line_searcher(self.context);
+            // A query that cannot match a line break is searched line by line, as `rg -U`
+            // searches it.
+            if multi.multi_line_with_matcher(matcher.inner()) {
+                return self.search_multi_line(multi, matcher, file, control, sink);
+            }
+        }
         if let Some(outcome) = self.without_match(matcher, &mut file, control) {
             return Ok(outcome);
         }
@@ -178,24 +203,8 @@ impl FileSearcher {
             sink(m)
         };
         let mut outcome = FileOutcome::default();
-        let mut reader = GuardedReader {
-            inner: &mut file,
-            control,
-            stopped: false,
-            failed: None,
-            run: 0,
-            longest: 0,
-        };
-        let mut lines = LineSink {
-            matcher,
-            sink: &mut sink,
-            binary: false,
-            last_line: 0,
-            context: self.context,
-            recent: VecDeque::new(),
-            pending: VecDeque::new(),
-            said_stop: false,
-        };
+        let mut reader = GuardedReader::new(&mut file, control);
+        let mut lines = LineSink::new(matcher, &mut sink, self.context);
         let result = self
             .searcher
             .search_reader(matcher.inner(), &mut reader, &mut lines);
@@ -248,6 +257,50 @@ impl FileSearcher {
         Ok(outcome)
     }
 
+    /// Searches the whole of `file` at once for matches that may span lines, with `searcher`
+    /// (multi-line, for this file only, so that its buffer, as large as the file, is not kept).
+    /// Each match is one hit at the line where it starts; the count is of matches, as `rg -c -U`
+    /// counts them.
+    fn search_multi_line<R: Read>(
+        &mut self,
+        mut searcher: Searcher,
+        matcher: &QueryMatcher,
+        mut file: R,
+        control: &dyn SearchControl,
+        mut sink: impl FnMut(LineMatch<'_>) -> bool,
+    ) -> Result<FileOutcome, SearchFileError> {
+        let mut matches = 0u64;
+        let mut sink = |m: LineMatch<'_>| {
+            matches += 1;
+            sink(m)
+        };
+        let mut reader = GuardedReader::new(&mut file, control);
+        let mut lines = LineSink::new(matcher, &mut sink, self.context);
+        let result = searcher.search_reader(
+            matcher.inner(),
+            &mut reader,
+            MultiLineSink { lines: &mut lines },
+        );
+        let binary = lines.binary;
+        let mut outcome = FileOutcome {
+            binary,
+            ..FileOutcome::default()
+        };
+        match result {
+            Ok(()) => lines.flush_all(),
+            Err(_) if reader.stopped => outcome.stopped = true,
+            Err(_) => {
+                return Err(match reader.failed.take() {
+                    Some(e) => SearchFileError::Read(e),
+                    // The only other error: the file is larger than the multi-line heap limit.
+                    None => SearchFileError::LineTooLong,
+                });
+            }
+        }
+        outcome.matching_lines = matches;
+        Ok(outcome)
+    }
+
     /// The outcome of searching `file` when the searcher without line numbers finds no match in
     /// it and nothing went wrong; `None` otherwise (a match, a stop, a failed read, an over-long
     /// line), and then the file must be searched with line numbers.
@@ -257,14 +310,7 @@ impl FileSearcher {
         file: &mut impl Read,
         control: &dyn SearchControl,
     ) -> Option<FileOutcome> {
-        let mut reader = GuardedReader {
-            inner: file,
-            control,
-            stopped: false,
-            failed: None,
-            run: 0,
-            longest: 0,
-        };
+        let mut reader = GuardedReader::new(file, control);
         let mut gate = MatchGate {
             found: false,
             binary: false,
@@ -297,6 +343,19 @@ struct GuardedReader<'a, R> {
     /// Bytes since the last line terminator, and the longest line seen so far.
     run: u64,
     longest: u64,
+}
+
+impl<'a, R> GuardedReader<'a, R> {
+    fn new(inner: &'a mut R, control: &'a dyn SearchControl) -> Self {
+        GuardedReader {
+            inner,
+            control,
+            stopped: false,
+            failed: None,
+            run: 0,
+            longest: 0,
+        }
+    }
 }
 
 impl<R: Read> Read for GuardedReader<'_, R> {
@@ -373,10 +432,36 @@ struct LineSink<'a, F> {
     said_stop: bool,
 }
 
-impl<F: FnMut(LineMatch<'_>) -> bool> LineSink<'_, F> {
+impl<'a, F: FnMut(LineMatch<'_>) -> bool> LineSink<'a, F> {
+    fn new(matcher: &'a QueryMatcher, sink: &'a mut F, context: ContextConfig) -> Self {
+        LineSink {
+            matcher,
+            sink,
+            binary: false,
+            last_line: 0,
+            context,
+            recent: VecDeque::new(),
+            pending: VecDeque::new(),
+            said_stop: false,
+        }
+    }
+
     /// Takes one line the searcher reported, matching or context, in line order. Returns whether
     /// to go on.
     fn line(&mut self, line_number: u64, line: &[u8], matching: bool) -> bool {
+        if !matching {
+            return self.line_with(line_number, line, &[]);
+        }
+        // The searcher reported this line as matching; find cannot disagree, but if it did,
+        // the line is still a hit and its column is the line start.
+        let first = self.matcher.find(line).unwrap_or((0, 0));
+        self.line_with(line_number, line, &[first])
+    }
+
+    /// Takes one line with the byte ranges of the matches that start on it (each one hit; an
+    /// end past the line is cut to it), or none for a line that is only reported. Returns
+    /// whether to go on.
+    fn line_with(&mut self, line_number: u64, line: &[u8], starts: &[(usize, usize)]) -> bool {
         let ctx = self.context;
         if ctx.after > 0 {
             // Every line within `after` of a pending match is reported, so a line beyond that
@@ -398,10 +483,8 @@ impl<F: FnMut(LineMatch<'_>) -> bool> LineSink<'_, F> {
                 return false;
             }
         }
-        if matching {
-            // The searcher reported this line as matching; find cannot disagree, but if it did,
-            // the line is still a hit and its column is the line start.
-            let (start, end) = self.matcher.find(line).unwrap_or((0, 0));
+        for &(start, end) in starts {
+            let end = end.min(line.len());
             let low = line_number.saturating_sub(ctx.before as u64);
             let before: Vec<String> = self
                 .recent
@@ -510,6 +593,70 @@ impl<F: FnMut(LineMatch<'_>) -> bool> Sink for LineSink<'_, F> {
     fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, io::Error> {
         self.binary = true;
         Ok(false)
+    }
+}
+
+/// The multi-line searcher's sink: a block of lines holding one or more matches is split into its
+/// matches (found as `rg` finds them to count and print them: from the block's start, seeing one
+/// byte past its end for look-ahead) and handed to a [`LineSink`] line by line, each match a hit
+/// at the line where it starts.
+struct MultiLineSink<'s, 'a, F> {
+    lines: &'s mut LineSink<'a, F>,
+}
+
+/// How far past a block a match's look-ahead (`$`, `\b`) may see, as ripgrep's printer allows.
+const MAX_LOOK_AHEAD: usize = 1;
+
+impl<F: FnMut(LineMatch<'_>) -> bool> Sink for MultiLineSink<'_, '_, F> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let buffer = mat.buffer();
+        let range = mat.bytes_range_in_buffer();
+        let visible = &buffer[..(range.end + MAX_LOOK_AHEAD).min(buffer.len())];
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        self.lines
+            .matcher
+            .inner()
+            .find_iter_at(visible, range.start, |m| {
+                if m.start() >= range.end {
+                    return false;
+                }
+                found.push((m.start(), m.end()));
+                true
+            })
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let first = mat.line_number().unwrap_or(1);
+        let mut next = found.iter().peekable();
+        let mut line_start = range.start;
+        for (i, line) in mat.lines().enumerate() {
+            let line_end = line_start + line.len();
+            let mut starts: Vec<(usize, usize)> = Vec::new();
+            while let Some(&&(s, e)) = next.peek() {
+                if s >= line_end {
+                    break;
+                }
+                starts.push((s - line_start, e - line_start));
+                next.next();
+            }
+            if !self.lines.line_with(first + i as u64, line, &starts) {
+                return Ok(false);
+            }
+            line_start = line_end;
+        }
+        Ok(true)
+    }
+
+    fn context(
+        &mut self,
+        searcher: &Searcher,
+        context: &SinkContext<'_>,
+    ) -> Result<bool, io::Error> {
+        self.lines.context(searcher, context)
+    }
+
+    fn binary_data(&mut self, searcher: &Searcher, offset: u64) -> Result<bool, io::Error> {
+        self.lines.binary_data(searcher, offset)
     }
 }
 
@@ -680,6 +827,74 @@ mod tests {
         let fixed = query_matcher("foo", false, false).unwrap();
         let err = with_context
             .search(&fixed, file_of(long.as_bytes()), &NeverStop, |_| true)
+            .unwrap_err();
+        assert!(matches!(err, SearchFileError::LineTooLong));
+    }
+
+    /// Multi-line search: `(text, regex, context after, expected (line, column, after) of each
+    /// hit, expected count)`, the count being of matches when the query can match a line break
+    /// and of lines otherwise, as `rg -c -U` counts.
+    #[test]
+    fn multi_line_matches_are_hits_at_the_line_where_they_start() {
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            usize,
+            &'a [(u64, u64, &'a [&'a str])],
+            u64,
+        );
+        let cases: &[Case<'_>] = &[
+            ("a\nb a\nb\n", r"a\nb", 0, &[(1, 1, &[]), (2, 3, &[])], 2),
+            ("xa\nbyy\n", r"a\nb", 1, &[(1, 2, &["byy"])], 1),
+            // Two matches starting on one line are two hits.
+            ("ab\nab\n", r"b\n?", 0, &[(1, 2, &[]), (2, 2, &[])], 2),
+            ("a a\nb\n", r"a\s", 0, &[(1, 1, &[]), (1, 3, &[])], 2),
+            // A query that cannot match a line break is searched line by line: lines, not
+            // matches.
+            ("x x\nno\nx\n", "x", 0, &[(1, 1, &[]), (3, 1, &[])], 2),
+            // `$` before a line break at the block's end, and `.` never crosses a line.
+            ("fn a;\n}\n", r";$\n\}", 0, &[(1, 5, &[])], 1),
+            ("a\nb\n", "a.b", 0, &[], 0),
+            // CRLF lines: the `\r` belongs to the match.
+            ("a\r\nb\r\n", r"a\r\nb", 1, &[(1, 1, &["b"])], 1),
+        ];
+        for &(text, query, after, expected, count) in cases {
+            let mut searcher = FileSearcher::default().with_context(ContextConfig {
+                before: 0,
+                after,
+                line_bytes: 100,
+            });
+            let mut request =
+                index_contract::SearchRequest::new(query, index_contract::SearchMode::Literal);
+            request.regex = true;
+            request.multiline = true;
+            let m = crate::request_matcher(&request).unwrap();
+            let mut hits = Vec::new();
+            let outcome = searcher
+                .search(&m, file_of(text.as_bytes()), &NeverStop, |l| {
+                    hits.push((l.line_number, l.column, l.after.to_vec()));
+                    true
+                })
+                .unwrap();
+            let want: Vec<(u64, u64, Vec<String>)> = expected
+                .iter()
+                .map(|(l, c, a)| (*l, *c, a.iter().map(|s| s.to_string()).collect()))
+                .collect();
+            assert_eq!(hits, want, "{query:?} in {text:?}");
+            assert_eq!(outcome.matching_lines, count, "{query:?} in {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_file_over_the_multi_line_heap_limit_is_refused_not_searched_in_part() {
+        let mut big = "a\n".repeat(super::MULTI_LINE_HEAP_LIMIT / 2 + 1);
+        big.insert_str(0, "x\ny\n");
+        let mut request =
+            index_contract::SearchRequest::new("x\ny", index_contract::SearchMode::Literal);
+        request.multiline = true;
+        let m = crate::request_matcher(&request).unwrap();
+        let err = FileSearcher::default()
+            .search(&m, file_of(big.as_bytes()), &NeverStop, |_| true)
             .unwrap_err();
         assert!(matches!(err, SearchFileError::LineTooLong));
     }

@@ -18,25 +18,35 @@ const MULTI_LINE: bool = true;
 /// `.` never matches a line break.
 const DOT_MATCHES_NEW_LINE: bool = false;
 
-/// The matcher's configuration for a query (`rg` with `-i` when `case_insensitive`): the
-/// settings above, lines ended by `\n`, and no match holding a NUL (files holding one are binary
-/// and skipped). A regex adds the contract's size limits ([`regex_builder`]); a fixed string,
-/// at most `MAX_QUERY_BYTES` long, keeps grep-regex's own.
-pub(crate) fn matcher_builder(case_insensitive: bool) -> RegexMatcherBuilder {
+/// How a query is matched besides its text: ripgrep's `-i` and `-U`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MatchOptions {
+    /// Case-insensitive matching (`-i`).
+    pub(crate) case_insensitive: bool,
+    /// Matches may span lines (`-U`): no line terminator is stripped from the pattern.
+    pub(crate) multiline: bool,
+}
+
+/// The matcher's configuration for a query (`rg` with `-i` and `-U` as `options` say): the
+/// settings above, lines ended by `\n` (unless multiline, where a match may hold one, as `rg -U`
+/// configures it), and no match holding a NUL (files holding one are binary and skipped). A regex
+/// adds the contract's size limits ([`regex_builder`]); a fixed string, at most `MAX_QUERY_BYTES`
+/// long, keeps grep-regex's own.
+pub(crate) fn matcher_builder(options: MatchOptions) -> RegexMatcherBuilder {
     let mut b = RegexMatcherBuilder::new();
     b.multi_line(MULTI_LINE)
         .unicode(UNICODE)
         .octal(OCTAL)
-        .case_insensitive(case_insensitive)
-        .line_terminator(Some(b'\n'))
+        .case_insensitive(options.case_insensitive)
+        .line_terminator((!options.multiline).then_some(b'\n'))
         .dot_matches_new_line(DOT_MATCHES_NEW_LINE)
         .ban_byte(Some(b'\x00'));
     b
 }
 
 /// The matcher's configuration for a regex (`rg` without `-F`), with the contract's size limits.
-pub(crate) fn regex_builder(case_insensitive: bool) -> RegexMatcherBuilder {
-    let mut b = matcher_builder(case_insensitive);
+pub(crate) fn regex_builder(options: MatchOptions) -> RegexMatcherBuilder {
+    let mut b = matcher_builder(options);
     b.size_limit(REGEX_SIZE_LIMIT_BYTES)
         .dfa_size_limit(REGEX_DFA_CACHE_BYTES);
     b
@@ -115,7 +125,11 @@ mod tests {
     #[test]
     fn planners_parse_a_pattern_as_the_matcher_compiles_it() {
         let check = |pattern: &str, ci: bool, line: &[u8], expected: Option<(usize, usize)>| {
-            let matcher = regex_builder(ci).build(pattern).unwrap();
+            let options = super::MatchOptions {
+                case_insensitive: ci,
+                multiline: false,
+            };
+            let matcher = regex_builder(options).build(pattern).unwrap();
             let found = matcher.find(line).unwrap().map(|m| (m.start(), m.end()));
             let from_syntax = regex_automata::meta::Builder::new()
                 .configure(regex_automata::meta::Config::new().utf8_empty(false))
@@ -141,7 +155,11 @@ mod tests {
         check("a)(b", false, b"ab", Some((0, 2)));
         check("x|y", false, b"ay", Some((1, 2)));
         for refused in ["fn (", r"\101", "(?=x)", r"\p{Bogus}"] {
-            assert!(regex_builder(false).build(refused).is_err(), "{refused:?}");
+            let options = super::MatchOptions::default();
+            assert!(
+                regex_builder(options).build(refused).is_err(),
+                "{refused:?}"
+            );
             assert!(query_hir(refused, true, false).is_none(), "{refused:?}");
         }
     }

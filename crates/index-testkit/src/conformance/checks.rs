@@ -712,6 +712,31 @@ fn variants() -> Vec<Variant> {
             edit: |r| r.files.include_ignored = true,
         },
         Variant {
+            name: "multiline",
+            declared: |c| c.multiline,
+            edit: |r| r.multiline = true,
+        },
+        Variant {
+            name: "multiline regex and count",
+            declared: |c| c.multiline && c.regex && c.count,
+            edit: |r| {
+                // `\s+` may now cross a line break: `fn\n  main` matches.
+                regex(r);
+                r.multiline = true;
+                r.output = OutputMode::Count;
+            },
+        },
+        Variant {
+            name: "multiline regex and context",
+            declared: |c| c.multiline && c.regex && c.context,
+            edit: |r| {
+                regex(r);
+                r.multiline = true;
+                r.context.before = 1;
+                r.context.after = 2;
+            },
+        },
+        Variant {
             name: "regex and count",
             declared: |c| c.regex && c.count,
             edit: |r| {
@@ -761,10 +786,12 @@ fn per_file(check: &str, what: &str, found: SearchResult) -> PerFile {
     out
 }
 
-/// The tree of the options checks: a generated tree, plus hidden files a type selects and an
-/// ignored file an include glob selects.
+/// The tree of the options checks: a generated tree, plus hidden files a type selects, an
+/// ignored file an include glob selects, and a definition split over lines, which only a
+/// multi-line regex finds.
 fn options_tree() -> (tempfile::TempDir, tempfile::TempDir) {
     let (tree, outside) = generated_tree(3);
+    write(tree.path(), "src/split.rs", b"pub fn\n    main() {}\n");
     write(tree.path(), ".notes.txt", b"fn main hidden text\n");
     write(tree.path(), "src/.hidden.rs", b"fn  main() {}\n");
     write(tree.path(), "ignored.log", b"fn main ignored\n");

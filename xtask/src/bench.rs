@@ -383,6 +383,18 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         field("rare_p50_ms"),
         peers[0].1,
     ));
+    // A type is answered from the index; an include glob still walks the worktree for the
+    // ignored files it can select (docs/embedded-index.md, "Hidden and ignored files").
+    table.row(compared(
+        "rare query -t c, p50 ms, in-process (peer: the same without -t)",
+        field("typed_rare_p50_ms"),
+        field("untyped_rare_p50_ms"),
+    ));
+    table.row(compared(
+        "rare query -g '*.c', p50 ms, in-process (peer: the same without -g)",
+        field("globbed_rare_p50_ms"),
+        field("untyped_rare_p50_ms"),
+    ));
     table.row(compared(
         "common query p95, ms, cap 1000 (peer: csearch)",
         field("common_p95_ms"),

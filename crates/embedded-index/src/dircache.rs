@@ -27,7 +27,7 @@ use crate::segment::Stamp;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
-const MAGIC: &[u8; 8] = b"RSDIRC\0\x02";
+const MAGIC: &[u8; 8] = b"RSDIRC\0\x03";
 /// Names of the ignore files the walk reads in each directory.
 const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
 const RACY: Duration = Duration::from_secs(2);

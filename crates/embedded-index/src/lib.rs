@@ -68,12 +68,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
-    RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, FileFilter, IndexState,
+    IndexStatus, RemoveRequest, RepositoryIndexBackend, SearchRequest, UpdateRequest,
 };
 use index_storage::IndexDir;
-use search_profile::RootDir;
 use search_profile::rank::Prior;
+use search_profile::{HiddenRules, RootDir};
 
 pub use error::EmbeddedIndexError;
 pub use refresh::{RefreshKind, RefreshReport};
@@ -136,6 +136,9 @@ pub struct EmbeddedIndex {
     /// the same way. Reopened when the path comes to name another directory (deleted, re-cloned).
     dir_path: PathBuf,
     dir_handle: RwLock<Arc<IndexDir>>,
+    /// The last [`HiddenRules`] found, by [`hidden_rules_key`]: a commit that changes no hidden
+    /// path and no ignore file reuses them instead of walking again.
+    hidden_rules: Mutex<Option<(u64, Arc<HiddenRules>)>>,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
@@ -215,9 +218,14 @@ fn mix(words: &[u64]) -> u64 {
 }
 
 /// The servable files of a snapshot, in path order: what [`EmbeddedIndex::committed_files`]
-/// lists.
-fn servable_files(s: &Snapshot) -> Vec<CommittedFile> {
+/// lists. The index also holds hidden files, for the requests that select them; `hidden` says
+/// which of them ripgrep's default selection searches, asked only when there is one.
+fn servable_files(s: &Snapshot, hidden: impl Fn() -> Arc<HiddenRules>) -> Vec<CommittedFile> {
+    let default = FileFilter::default();
     s.live_docs()
+        .filter(|&(path, _, _)| {
+            !search_profile::has_hidden_component(path) || hidden().selects(&default, path)
+        })
         .filter_map(|(path, si, id)| {
             let meta = s.segments[si].meta(id);
             if meta.flags & segment::flags::REFUSED_NAME != 0 {
@@ -239,19 +247,49 @@ fn servable_files(s: &Snapshot) -> Vec<CommittedFile> {
         .collect()
 }
 
-/// The walk names of the live files of a snapshot that no answer may name, in path order: what
-/// [`CommittedFiles::unservable`] lists.
-fn unservable_files(s: &Snapshot) -> Arc<[String]> {
+/// The walk names of the live files of a snapshot in ripgrep's default selection that no answer
+/// may name, in path order: what [`CommittedFiles::unservable`] lists.
+fn unservable_files(s: &Snapshot, hidden: impl Fn() -> Arc<HiddenRules>) -> Arc<[String]> {
+    let default = FileFilter::default();
     s.unservable
         .get_or_init(|| {
             s.live_docs()
-                .filter(|&(_, si, id)| {
+                .filter(|&(path, si, id)| {
                     s.segments[si].meta(id).flags & segment::flags::REFUSED_NAME != 0
+                        && (!search_profile::has_hidden_component(path)
+                            || hidden().selects(&default, path))
                 })
                 .map(|(path, _, _)| path.to_owned())
                 .collect()
         })
         .clone()
+}
+
+/// What decides which held files under hidden names a request selects (see
+/// [`HiddenRules`]): the hidden paths themselves, the stamps of the ignore files among them, and
+/// the stamps of the ignore files outside the worktree that git reads.
+fn hidden_rules_key(root: &Path, hidden: &[(&str, index_storage::Stamp)]) -> u64 {
+    let mut words = Vec::with_capacity(hidden.len() * 5 + 8);
+    let stamp = |words: &mut Vec<u64>, st: Option<index_storage::Stamp>| {
+        let st = st.unwrap_or_default();
+        words.extend([st.len, st.mtime_ns, st.ctime_ns, st.ino]);
+    };
+    for (path, st) in hidden {
+        words.push((u64::from(crc32fast::hash(path.as_bytes())) << 32) | path.len() as u64);
+        let name = path.rsplit_once('/').map_or(*path, |(_, n)| n);
+        if matches!(name, ".gitignore" | ".ignore" | ".rgignore") {
+            stamp(&mut words, Some(*st));
+        }
+    }
+    let outside = [
+        search_profile::global_excludes_file(),
+        Some(root.join(".git").join("info").join("exclude")),
+    ];
+    for file in outside {
+        let st = file.and_then(|f| std::fs::symlink_metadata(f).ok());
+        stamp(&mut words, st.map(|m| index_storage::Stamp::of(&m)));
+    }
+    mix(&words)
 }
 
 /// [`CommittedFiles::digest`] of `files`.
@@ -277,8 +315,9 @@ impl EmbeddedIndex {
     /// What every embedded index declares, without one: a host that relays another process's
     /// index (a `repo-search serve` client) declares the same.
     pub fn declared_capabilities() -> BackendCapabilities {
-        // The index holds the default selection; the files a glob, a type, `--hidden` or
-        // `--no-ignore` selects beyond it are found by a walk (see `query.rs`).
+        // The index holds the default selection plus hidden files, which types and `--hidden`
+        // select; the files an include glob or `--no-ignore` selects beyond it are found by a
+        // walk (see `query.rs`).
         BackendCapabilities {
             regex: true,
             file_filters: true,
@@ -316,6 +355,7 @@ impl EmbeddedIndex {
             writer: Mutex::new(()),
             cursor: Mutex::new(None),
             building: AtomicBool::new(false),
+            hidden_rules: Mutex::new(None),
             dir_handle: RwLock::new(Arc::new(IndexDir::create(&dir)?)),
             dir_path: dir,
         };
@@ -457,10 +497,10 @@ impl EmbeddedIndex {
         self.len() == 0
     }
 
-    /// The files the index would hold if built now: the literal search's selection, in path
-    /// order.
+    /// The files the index would hold if built now, in path order: the literal search's
+    /// selection plus hidden files ([`search_profile::Selection::held`]).
     pub fn selection(&self) -> Vec<String> {
-        search_profile::Selection::new(&self.root)
+        search_profile::Selection::held(&self.root)
             .threads(threads(&self.config))
             .files()
     }
@@ -474,14 +514,14 @@ impl EmbeddedIndex {
         let Some(s) = self.snapshot() else {
             return CommittedFiles::default();
         };
-        let files = servable_files(&s);
+        let files = servable_files(&s, || self.hidden_rules(&s));
         let digest = *s.files_digest.get_or_init(|| files_digest(&files));
         CommittedFiles {
             revision: s.manifest.source_revision.clone(),
             status: self.status_of(&s),
             files,
             digest,
-            unservable: unservable_files(&s),
+            unservable: unservable_files(&s, || self.hidden_rules(&s)),
         }
     }
 
@@ -496,8 +536,41 @@ impl EmbeddedIndex {
         };
         let digest = *s
             .files_digest
-            .get_or_init(|| files_digest(&servable_files(&s)));
-        (self.status_of(&s), digest, unservable_files(&s))
+            .get_or_init(|| files_digest(&servable_files(&s, || self.hidden_rules(&s))));
+        (
+            self.status_of(&s),
+            digest,
+            unservable_files(&s, || self.hidden_rules(&s)),
+        )
+    }
+
+    /// Which of `s`'s files under hidden names each request selects: found once per snapshot, by
+    /// a walk over the hidden paths only ([`HiddenRules::walk`]), or reused from the last
+    /// snapshot when no hidden path and no ignore file changed.
+    pub(crate) fn hidden_rules(&self, s: &Snapshot) -> Arc<HiddenRules> {
+        s.hidden
+            .get_or_init(|| {
+                let hidden: Vec<(&str, index_storage::Stamp)> = s
+                    .live_docs()
+                    .filter(|&(path, _, _)| search_profile::has_hidden_component(path))
+                    .map(|(path, si, id)| (path, s.segments[si].meta(id).stamp))
+                    .collect();
+                let key = hidden_rules_key(&self.root, &hidden);
+                let mut last = self.hidden_rules.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some((k, rules)) = &*last
+                    && *k == key
+                {
+                    return rules.clone();
+                }
+                let rules = Arc::new(HiddenRules::walk(
+                    &self.root,
+                    threads(&self.config),
+                    hidden.iter().map(|&(p, _)| p),
+                ));
+                *last = Some((key, rules.clone()));
+                rules
+            })
+            .clone()
     }
 
     /// Whether the committed index holds `path`.

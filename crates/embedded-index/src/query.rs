@@ -1,5 +1,6 @@
 //! Answering a query from one committed snapshot: trigram candidates, exact verification, rank.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -51,6 +52,7 @@ fn fingerprint(request: &SearchRequest) -> String {
             &request.query,
             request.regex,
             request.case_insensitive,
+            request.multiline,
             &request.path,
             &request.files,
             request.output,
@@ -86,9 +88,33 @@ impl EmbeddedIndex {
             None
         };
         let scope = request.path.as_deref();
+        // The index holds ripgrep's default selection plus hidden files. A type or `--hidden`
+        // selects among them by name; an include glob can select files the ignore rules skip,
+        // and `--no-ignore` does, so those requests walk the worktree with their own selection,
+        // and the walk says which files are selected (docs/embedded-index.md, "Hidden and ignored
+        // files").
+        let widens = search_profile::selects_beyond_held(&request.files);
+        let control = QueryControl::new(started, request.deadline, &request.signal);
+        let walked: Option<HashSet<String>> = if widens {
+            Some(self.walk_selection(request, control.detached())?)
+        } else {
+            None
+        };
+        // Asked only when a candidate has a hidden name: most queries never need them.
+        let hidden = std::sync::OnceLock::new();
         let wanted = |path: &str| {
             scope.is_none_or(|s| index_guard::is_within(path, s))
-                && filter.as_ref().is_none_or(|f| f.matches(path))
+                && match &walked {
+                    Some(walked) => walked.contains(path),
+                    None => {
+                        filter.as_ref().is_none_or(|f| f.matches(path))
+                            && (request.files.include_hidden
+                                || !search_profile::has_hidden_component(path)
+                                || hidden
+                                    .get_or_init(|| self.hidden_rules(&snap))
+                                    .selects(&request.files, path))
+                    }
+                }
         };
         // Candidates: files that may hold a match by the query's trigram plan, in every segment,
         // minus deleted docs. A file the index could not read has no trigrams and cannot be ruled
@@ -128,21 +154,13 @@ impl EmbeddedIndex {
                 }
             })
             .collect();
-        // An include glob makes ripgrep search files its ignore and hidden rules would skip, a
-        // type hidden files of that type, and `--hidden` and `--no-ignore` what they name; the
-        // index holds the default selection only, so those are found by a walk with the request's
-        // selection and verified as they are (docs/embedded-index.md, "Hidden and ignored
-        // files").
-        let widens = request.files.globs.iter().any(|g| !g.starts_with('!'))
-            || !request.files.types.is_empty()
-            || request.files.include_hidden
-            || request.files.include_ignored;
-        let control = QueryControl::new(started, request.deadline, &request.signal);
-        let extras = if widens {
-            self.unindexed_selection(request, &snap, control.detached())?
-        } else {
-            Vec::new()
-        };
+        // What the walk selected that the snapshot lacks is read from disk and verified as it is.
+        let extras: Vec<&str> = walked
+            .iter()
+            .flatten()
+            .filter(|p| snap.find(p).is_none())
+            .map(String::as_str)
+            .collect();
         candidates.extend(extras.iter().map(|path| Candidate {
             prior: Prior::of(path).step(),
             path,
@@ -288,20 +306,18 @@ impl EmbeddedIndex {
         })
     }
 
-    /// The files an unfiltered walk would skip but `request`'s selection makes ripgrep search
-    /// (an include glob overrides ignore and hidden rules, a type the hidden rule, `--hidden` and
-    /// `--no-ignore` theirs), within its scope: the walk with the selection, minus what the
-    /// snapshot holds.
+    /// The files `request`'s selection makes ripgrep search within its scope, by a walk with that
+    /// selection (an include glob overrides ignore and hidden rules, `--no-ignore` drops the
+    /// ignore rules).
     ///
     /// The walk stops entering directories once `stop` says so (the query's deadline or
     /// cancellation), and the verification after it then stops too, so the answer says it is
     /// incomplete: a `--no-ignore` walk into a huge build tree is held to the query's time.
-    fn unindexed_selection(
+    fn walk_selection(
         &self,
         request: &SearchRequest,
-        snap: &Snapshot,
         stop: impl Fn() -> bool + Send + Sync + 'static,
-    ) -> Result<Vec<String>, EmbeddedIndexError> {
+    ) -> Result<HashSet<String>, EmbeddedIndexError> {
         let scope = request.path.clone();
         // Walk from the root and prune, so that ignore rules of parents still apply.
         let selection = search_profile::Selection::new(self.root())
@@ -319,9 +335,7 @@ impl EmbeddedIndex {
         Ok(selection
             .files()
             .into_iter()
-            .filter(|p| {
-                scope.is_none_or(|s| index_guard::is_within(p, s)) && snap.find(p).is_none()
-            })
+            .filter(|p| scope.is_none_or(|s| index_guard::is_within(p, s)))
             .collect())
     }
 }

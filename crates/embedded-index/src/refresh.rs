@@ -114,7 +114,7 @@ impl EmbeddedIndex {
     /// walk did not see must not be removed.
     fn walk(&self, extent: Extent<'_>) -> Result<(Selected, bool), EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
-        let mut selection = Selection::new(&self.root).threads(threads);
+        let mut selection = Selection::held(&self.root).threads(threads);
         if let Extent::Whole = extent {
             if let Some(cache) = DirCache::read(&self.dir())
                 && let Some(stamps) = cache.stamps_if_holding(&self.worktree(), threads)

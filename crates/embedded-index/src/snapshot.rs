@@ -31,6 +31,9 @@ pub(crate) struct Snapshot {
     /// The walk names of the live files no answer may name, computed once when first asked for
     /// (`EmbeddedIndex::committed_status`).
     pub(crate) unservable: std::sync::OnceLock<Arc<[String]>>,
+    /// Which of its files under hidden names each request selects, found once when first asked
+    /// for (`EmbeddedIndex::hidden_rules`).
+    pub(crate) hidden: std::sync::OnceLock<Arc<search_profile::HiddenRules>>,
 }
 
 /// The revision a removal commits when the facade routed it as the first half of an update: the
@@ -57,6 +60,7 @@ impl Snapshot {
             verified_at: AtomicU64::new(0),
             files_digest: std::sync::OnceLock::new(),
             unservable: std::sync::OnceLock::new(),
+            hidden: std::sync::OnceLock::new(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Snapshot {
             verified_at: AtomicU64::new(0),
             files_digest: std::sync::OnceLock::new(),
             unservable: std::sync::OnceLock::new(),
+            hidden: std::sync::OnceLock::new(),
         })
     }
 

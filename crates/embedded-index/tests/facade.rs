@@ -71,6 +71,7 @@ async fn regex_pages_through_the_facade_concatenate_to_the_whole_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn declared_options_are_served_hidden_files_too() {
     let (tree, _outside) = tree::generated_tree(9);
+    tree::write(tree.path(), ".hidden/secret.rs", b"fn main() {}\n");
     let store = tempfile::tempdir().unwrap();
     let ops = facade(tree.path(), store.path());
     let scan = ops.search(regex(r"\w+", 100)).await.unwrap();
@@ -88,7 +89,6 @@ async fn declared_options_are_served_hidden_files_too() {
             .all(|h| h.count.is_some() && h.path.ends_with(".rs"))
     );
     // A file only `--hidden` selects is served from the index mode, as `rg --hidden` finds it.
-    tree::write(tree.path(), ".hidden/secret.rs", b"fn main() {}\n");
     let mut hidden = regex("main", 1000);
     hidden.files.include_hidden = true;
     let found = ops.search(hidden).await.unwrap();

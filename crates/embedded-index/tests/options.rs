@@ -154,13 +154,13 @@ type Edit = Box<dyn Fn(&mut SearchRequest)>;
 #[test]
 fn file_filters_count_and_context_equal_ripgrep() {
     let (tree, _store, index) = index_of(3);
-    // Hidden files of a type (`-t` selects them) and an ignored one an include glob selects; none
-    // is in the index.
+    // Hidden files of a type (`-t` selects them), which the index holds, and an ignored one an
+    // include glob selects, which it does not.
     tree::write(tree.path(), ".notes.txt", b"fn main hidden text\n");
     tree::write(tree.path(), "src/.hidden.rs", b"fn  main() {}\n");
     tree::write(tree.path(), "ignored.log", b"fn main ignored\n");
     // Each edit is one option or a pair of them; the include globs pull in files the ignore rules
-    // skip (`*.log`), and types hidden files, which the index does not hold.
+    // skip (`*.log`), which the index does not hold, and types hidden files, which it does.
     // A hidden directory and a file in the tree's ignored `build/`, which `--hidden` and
     // `--no-ignore` add.
     tree::write(
@@ -169,6 +169,9 @@ fn file_filters_count_and_context_equal_ripgrep() {
         b"fn main() { hidden_dir(); }\n",
     );
     tree::write(tree.path(), "build/out.rs", b"fn main() { built(); }\n");
+    // Each query of a host refreshes first: the hidden files join the index, the ignored ones
+    // stay out of it.
+    index.refresh("r2", None).unwrap();
     let edits: Vec<(&str, Edit)> = vec![
         ("hidden", Box::new(|r| r.files.include_hidden = true)),
         ("no ignore", Box::new(|r| r.files.include_ignored = true)),
@@ -343,4 +346,47 @@ fn multiline_hits_equal_ripgreps_first_match_per_file() {
         assert!(got.contains_key("src/multi.rs"), "{got:?}");
     }
     assert!(compared > 100, "only {compared} file hits compared");
+}
+
+#[test]
+fn types_and_hidden_files_are_answered_from_the_index_without_a_walk() {
+    let (tree, _store, index) = index_of(7);
+    let root = tree.path();
+    // Written after the build, with no refresh: only a walk could find them. A host refreshes
+    // before every query, so a query never meets this state; here it shows what a query reads.
+    tree::write(root, "src/.late.rs", b"fn main() { late(); }\n");
+    tree::write(root, "late.log", b"fn main() { late(); }\n");
+    let typed = request("late()", false, false, |r| {
+        r.files.types = vec!["rust".into()]
+    });
+    let hidden = request("late()", false, false, |r| r.files.include_hidden = true);
+    let globbed = request("late()", false, false, |r| {
+        r.files.globs = vec!["*.log".into()]
+    });
+    assert!(ours(&index, &typed).0.is_empty(), "a type walked");
+    assert!(ours(&index, &hidden).0.is_empty(), "--hidden walked");
+    // An include glob can select ignored files, which the index does not hold: it still walks.
+    assert_eq!(ours(&index, &globbed).0, theirs(root, &globbed));
+    assert!(ours(&index, &globbed).0.contains_key("late.log"));
+    index.refresh("r2", None).unwrap();
+    for r in [&typed, &hidden] {
+        let found = ours(&index, r).0;
+        assert!(found.contains_key("src/.late.rs"), "{r:?}");
+        assert_eq!(found, theirs(root, r), "{r:?}");
+    }
+    // A rule that whitelists the hidden file puts it in the default selection without changing
+    // the file: the commit of the new rule asks the walker again.
+    let plain = request("late()", false, false, |_| {});
+    assert!(!ours(&index, &plain).0.contains_key("src/.late.rs"));
+    tree::write(root, "src/.gitignore", b"!.late.rs\n");
+    index.refresh("r3", None).unwrap();
+    let found = ours(&index, &plain).0;
+    assert!(found.contains_key("src/.late.rs"), "{found:?}");
+    assert_eq!(found, theirs(root, &plain));
+    // And a rule that drops the whitelist takes it out again.
+    tree::write(root, "src/.gitignore", b"# nothing\n");
+    index.refresh("r4", None).unwrap();
+    let found = ours(&index, &plain).0;
+    assert!(!found.contains_key("src/.late.rs"), "{found:?}");
+    assert_eq!(found, theirs(root, &plain));
 }

@@ -167,8 +167,32 @@ fn check_selection(root: &Path, what: &str, at_least: usize) {
     let index = EmbeddedIndex::open(root, store.path()).unwrap();
     index.build("r1").unwrap();
     let indexed = set(index.indexed_paths());
-    let profile = set(search_profile::Selection::new(root).files());
-    let ripgrep = rg::rg_files(root);
+    let profile = set(search_profile::Selection::held(root).files());
+    // The index holds `rg --hidden`'s selection (never git's internals, which rg lists with
+    // `--hidden`), and the default selection is the part of it that `HiddenRules` keeps.
+    let in_git = |p: &String| p.split('/').any(index_guard::is_git_internal_segment);
+    let ripgrep: BTreeSet<String> = rg::rg_files_with(root, &["--hidden"])
+        .into_iter()
+        .filter(|p| !in_git(p))
+        .collect();
+    let rules = search_profile::HiddenRules::walk(
+        root,
+        1,
+        indexed
+            .iter()
+            .map(String::as_str)
+            .filter(|p| search_profile::has_hidden_component(p)),
+    );
+    let default: BTreeSet<String> = indexed
+        .iter()
+        .filter(|p| rules.selects(&Default::default(), p))
+        .cloned()
+        .collect();
+    assert!(
+        default == rg::rg_files(root),
+        "{what}: the index's default selection vs rg --files: {}",
+        diff(&default, &rg::rg_files(root))
+    );
     assert!(
         indexed.len() >= at_least,
         "{what}: only {} files indexed",
@@ -181,12 +205,12 @@ fn check_selection(root: &Path, what: &str, at_least: usize) {
     );
     assert!(
         profile == ripgrep,
-        "{what}: profile vs rg --files: {}",
+        "{what}: profile vs rg --files --hidden: {}",
         diff(&profile, &ripgrep)
     );
     assert_eq!(
         index.selection(),
-        search_profile::Selection::new(root).files()
+        search_profile::Selection::held(root).files()
     );
 }
 

@@ -81,10 +81,16 @@ pub fn rg_hits(
 /// Paths are repo-relative and `/`-separated; a non-UTF-8 name is listed lossily, so it can only
 /// ever show up as a difference.
 pub fn rg_files(root: &Path) -> BTreeSet<String> {
+    rg_files_with(root, &[])
+}
+
+/// The files `rg --files` lists under `root` with `flags` (`--hidden`, say).
+pub fn rg_files_with(root: &Path, flags: &[&str]) -> BTreeSet<String> {
     let out = Command::new(rg())
         .current_dir(root)
         .env_remove("RIPGREP_CONFIG_PATH")
         .args(["--no-config", "--files"])
+        .args(flags)
         .stdin(Stdio::null())
         .output()
         .expect("run rg");

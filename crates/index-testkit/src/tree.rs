@@ -146,6 +146,22 @@ pub fn generated_tree(seed: u64) -> (tempfile::TempDir, tempfile::TempDir) {
     write(root, "sub/.gitignore", b"*.md\n!README.md\ndeep/\n!deep/\n");
     write(root, "keep.log", b"fn main kept despite *.log\n");
     write(root, "sub/README.md", b"fn main negated back in\n");
+    // Hidden names: ignored by a `.*` rule and whitelisted back (a file, and a directory whose
+    // files are then searched), and one that only `--hidden` or a type selects.
+    write(
+        root,
+        "lib/.gitignore",
+        b".*\n!.gitignore\n!.keep.rs\n!.conf/\n",
+    );
+    write(root, "lib/.keep.rs", b"fn main whitelisted hidden file\n");
+    write(root, "lib/.dropped.rs", b"fn main ignored hidden file\n");
+    write(
+        root,
+        "lib/.conf/in.txt",
+        b"fn main in a whitelisted hidden directory\n",
+    );
+    write(root, "lib/.conf/.deeper.rs", b"fn main ignored in it\n");
+    write(root, "src/.plain.rs", b"fn main hidden, not ignored\n");
     write(root, ".git/info/exclude", b"excluded.txt\n");
     write(root, "excluded.txt", b"fn main excluded\n");
     write(root, ".ignore", b"vendor/\n");

@@ -664,7 +664,7 @@ fn refresh_index(
             // Watch first, then walk: a write after the watch is an event, a write before it
             // is seen by the walk. A directory created in between is caught by comparing the
             // directories again, and walked by the next query.
-            let selection = search_profile::Selection::new(root);
+            let selection = search_profile::Selection::held(root);
             let dirs = selection.directories();
             w.track(&dirs);
             let report = index.refresh(head, Some(deadline));

@@ -77,7 +77,10 @@ pub use pattern::{check_file_filter, check_patterns};
 pub use search::{
     ContextConfig, FileOutcome, FileSearcher, MULTI_LINE_HEAP_LIMIT, SearchFileError,
 };
-pub use select::{FileEntry, Prune, Selection, global_excludes_file, relative_path};
+pub use select::{
+    FileEntry, HiddenRules, Prune, Selection, global_excludes_file, has_hidden_component,
+    relative_path, selects_beyond_held,
+};
 pub use syntax::query_hir;
 
 /// The most bytes a searcher holds for one line before it switches to the bounded stream.

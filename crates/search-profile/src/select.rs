@@ -1,6 +1,7 @@
 //! Which files are searched: ripgrep's default selection, for every searcher.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +13,132 @@ use crate::PathFilter;
 /// A pruning rule: given a repo-relative path and whether it is a directory, whether the walk
 /// keeps it. Directories it drops are not entered.
 pub type Prune = Arc<dyn Fn(&str, bool) -> bool + Send + Sync>;
+
+/// Whether a request with these file filters needs a walk to find its files, beyond the held
+/// selection ([`Selection::held`]): an include glob (which overrides ignore rules, so it can
+/// select an ignored file) or `include_ignored`. Types and `include_hidden` select only among
+/// held files; globs that all exclude only narrow.
+pub fn selects_beyond_held(files: &FileFilter) -> bool {
+    files.include_ignored || files.globs.iter().any(|g| !g.starts_with('!'))
+}
+
+/// Whether any component of a walk name is hidden (starts with `.`): the held files that
+/// ripgrep's default selection may skip ([`HiddenRules`]).
+pub fn has_hidden_component(rel_path: &str) -> bool {
+    rel_path.split('/').any(|c| c.starts_with('.'))
+}
+
+/// Which held files under hidden names ([`Selection::held`]) ripgrep searches, for any request
+/// that does not [`selects_beyond_held`]; globs and types are [`PathFilter`]'s to apply.
+///
+/// ripgrep skips a hidden entry unless `--hidden` is given, an ignore rule whitelists it
+/// (`!.gitignore` after `.*`, as Linux's top-level `.gitignore` has), or, for a file, a type
+/// selects it: a type is matched on files only, before the hidden rule, so it selects a hidden
+/// file of its type but never enters a hidden directory. A whitelist depends on every ignore
+/// file on the way, so the rules are not guessed from names: [`HiddenRules::walk`] asks
+/// ripgrep's own walker, with the default selection, about the hidden paths only.
+///
+/// # Example
+///
+/// ```
+/// use index_contract::FileFilter;
+/// use search_profile::HiddenRules;
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+/// std::fs::write(dir.path().join(".gitignore"), ".*\n!.gitignore\n").unwrap();
+/// std::fs::write(dir.path().join(".env.rs"), "").unwrap();
+/// let held = [".env.rs", ".gitignore"];
+/// let rules = HiddenRules::walk(dir.path(), 1, held);
+/// let default = FileFilter::default();
+/// assert!(rules.selects(&default, "src/main.rs"));
+/// assert!(rules.selects(&default, ".gitignore"));
+/// assert!(!rules.selects(&default, ".env.rs"));
+/// let typed = FileFilter { types: vec!["rust".into()], ..FileFilter::default() };
+/// assert!(rules.selects(&typed, ".env.rs"));
+/// let hidden = FileFilter { include_hidden: true, ..FileFilter::default() };
+/// assert!(rules.selects(&hidden, ".cargo/config.rs"));
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HiddenRules {
+    /// The hidden paths that ripgrep's default walk selects.
+    selected: HashSet<String>,
+    /// The directories with a hidden component that ripgrep's default walk enters.
+    entered: HashSet<String>,
+}
+
+impl HiddenRules {
+    /// Asks ripgrep's walker, with the default selection under `root`, which of the held files
+    /// `hidden_paths` (those with a hidden component) it selects and which of their directories
+    /// it enters. The walk enters only the directories on the way to those paths, so its cost
+    /// follows them, not the worktree. A directory that cannot be listed selects nothing.
+    pub fn walk<'a>(
+        root: &Path,
+        threads: usize,
+        hidden_paths: impl IntoIterator<Item = &'a str>,
+    ) -> HiddenRules {
+        let mut files = HashSet::new();
+        let mut dirs = HashSet::new();
+        for p in hidden_paths {
+            let mut at = p;
+            while let Some(i) = at.rfind('/') {
+                at = &at[..i];
+                if !dirs.insert(at.to_owned()) {
+                    break;
+                }
+            }
+            files.insert(p.to_owned());
+        }
+        if files.is_empty() {
+            return HiddenRules::default();
+        }
+        let selection = Selection::new(root)
+            .threads(threads)
+            .prune(move |rel, is_dir| {
+                if is_dir {
+                    dirs.contains(rel)
+                } else {
+                    files.contains(rel)
+                }
+            });
+        let found = Mutex::new(Vec::new());
+        selection.for_each_entry(true, || {
+            let mut local = Flush {
+                local: Vec::new(),
+                found: &found,
+            };
+            move |e: FileEntry<'_>| match e {
+                FileEntry::File { rel, .. } => local.local.push((rel.to_owned(), false)),
+                FileEntry::Dir { rel, .. } if has_hidden_component(rel) => {
+                    local.local.push((rel.to_owned(), true))
+                }
+                _ => {}
+            }
+        });
+        let mut rules = HiddenRules::default();
+        for (rel, is_dir) in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            if is_dir {
+                rules.entered.insert(rel);
+            } else {
+                rules.selected.insert(rel);
+            }
+        }
+        rules
+    }
+
+    /// Whether ripgrep, with `files`'s flags, searches the held file at `rel_path`, as far as
+    /// hidden names decide it. Only for requests that do not [`selects_beyond_held`].
+    pub fn selects(&self, files: &FileFilter, rel_path: &str) -> bool {
+        if files.include_hidden || !has_hidden_component(rel_path) {
+            return true;
+        }
+        if self.selected.contains(rel_path) {
+            return true;
+        }
+        let parent = rel_path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        !files.types.is_empty() && (!has_hidden_component(parent) || self.entered.contains(parent))
+    }
+}
 
 /// The selection of one worktree: what `rg` (with no flags, or with the flags of
 /// [`Selection::filter`]) would search under the root.
@@ -51,6 +178,16 @@ impl Selection {
             include_hidden: false,
             include_ignored: false,
         }
+    }
+
+    /// The selection an index holds: ripgrep's default selection plus hidden files and
+    /// directories (`rg --hidden`), so that the requests that select hidden files (a type,
+    /// `include_hidden`) are answered from the index; [`HiddenRules`] says which of them a
+    /// request selects. Hidden files are few (dotfiles, `.github/`), unlike ignored trees.
+    pub fn held(root: impl Into<PathBuf>) -> Selection {
+        let mut selection = Selection::new(root);
+        selection.include_hidden = true;
+        selection
     }
 
     /// Narrows or widens the selection as ripgrep's `-g`, `-t`, `--hidden` and `--no-ignore` do

@@ -31,7 +31,7 @@ impl Extractor {
         Extractor {
             seen: vec![0; (1 << 24) / 64],
             found: Vec::new(),
-            buf: vec![0; CHUNK + 2],
+            buf: vec![0; CHUNK],
         }
     }
 
@@ -55,35 +55,36 @@ impl Extractor {
             .strip_bom(true)
             .build(reader);
         self.found.clear();
-        // The last two bytes of the previous chunk, so trigrams across chunk edges are kept.
-        let mut carry = 0usize;
+        // The last three bytes folded, rolling, and how many bytes since the last line break (at
+        // most 3): one fold and one comparison per byte, and no bytes carried across chunks.
+        let (mut window, mut run) = (0u32, 0u8);
         let result = loop {
-            let n = match reader.read(&mut self.buf[carry..]) {
+            let n = match reader.read(&mut self.buf) {
                 Ok(0) => break Ok(()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => break Err(e),
             };
-            let filled = carry + n;
-            let nul = memchr::memchr(0, &self.buf[carry..filled]).map(|i| carry + i);
-            let end = nul.unwrap_or(filled);
-            for i in 0..end.saturating_sub(2) {
-                let w = &self.buf[i..i + 3];
-                if w[0] == b'\n' || w[1] == b'\n' || w[2] == b'\n' {
+            let nul = memchr::memchr(0, &self.buf[..n]);
+            for &b in &self.buf[..nul.unwrap_or(n)] {
+                if b == b'\n' {
+                    run = 0;
                     continue;
                 }
-                let t = pack(w[0], w[1], w[2]);
-                let (word, bit) = ((t >> 6) as usize, 1u64 << (t & 63));
+                window = ((window << 8) | u32::from(fold(b))) & 0xFF_FFFF;
+                if run < 2 {
+                    run += 1;
+                    continue;
+                }
+                let (word, bit) = ((window >> 6) as usize, 1u64 << (window & 63));
                 if self.seen[word] & bit == 0 {
                     self.seen[word] |= bit;
-                    self.found.push(t);
+                    self.found.push(window);
                 }
             }
             if nul.is_some() {
                 break Ok(());
             }
-            carry = end.min(2);
-            self.buf.copy_within(end - carry..end, 0);
         };
         for &t in &self.found {
             self.seen[(t >> 6) as usize] = 0;

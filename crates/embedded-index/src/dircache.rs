@@ -23,13 +23,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use search_profile::IGNORE_FILES;
+
 use crate::segment::Stamp;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
 const MAGIC: &[u8; 8] = b"RSDIRC\0\x03";
-/// Names of the ignore files the walk reads in each directory.
-const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
 const RACY: Duration = Duration::from_secs(2);
 /// A cache file larger than this is damage: its size is checked before it is read, so a damaged
 /// cache of any size costs at most this much memory. A walk whose cache would be larger (about a

@@ -218,14 +218,11 @@ fn mix(words: &[u64]) -> u64 {
 }
 
 /// The servable files of a snapshot, in path order: what [`EmbeddedIndex::committed_files`]
-/// lists. The index also holds hidden files, for the requests that select them; `hidden` says
-/// which of them ripgrep's default selection searches, asked only when there is one.
-fn servable_files(s: &Snapshot, hidden: impl Fn() -> Arc<HiddenRules>) -> Vec<CommittedFile> {
-    let default = FileFilter::default();
+/// lists: the held files `in_default` keeps (the index also holds hidden files, for the requests
+/// that select them).
+fn servable_files(s: &Snapshot, in_default: impl Fn(&str) -> bool) -> Vec<CommittedFile> {
     s.live_docs()
-        .filter(|&(path, _, _)| {
-            !search_profile::has_hidden_component(path) || hidden().selects(&default, path)
-        })
+        .filter(|&(path, _, _)| in_default(path))
         .filter_map(|(path, si, id)| {
             let meta = s.segments[si].meta(id);
             if meta.flags & segment::flags::REFUSED_NAME != 0 {
@@ -249,15 +246,13 @@ fn servable_files(s: &Snapshot, hidden: impl Fn() -> Arc<HiddenRules>) -> Vec<Co
 
 /// The walk names of the live files of a snapshot in ripgrep's default selection that no answer
 /// may name, in path order: what [`CommittedFiles::unservable`] lists.
-fn unservable_files(s: &Snapshot, hidden: impl Fn() -> Arc<HiddenRules>) -> Arc<[String]> {
-    let default = FileFilter::default();
+fn unservable_files(s: &Snapshot, in_default: impl Fn(&str) -> bool) -> Arc<[String]> {
     s.unservable
         .get_or_init(|| {
             s.live_docs()
                 .filter(|&(path, si, id)| {
                     s.segments[si].meta(id).flags & segment::flags::REFUSED_NAME != 0
-                        && (!search_profile::has_hidden_component(path)
-                            || hidden().selects(&default, path))
+                        && in_default(path)
                 })
                 .map(|(path, _, _)| path.to_owned())
                 .collect()
@@ -277,7 +272,7 @@ fn hidden_rules_key(root: &Path, hidden: &[(&str, index_storage::Stamp)]) -> u64
     for (path, st) in hidden {
         words.push((u64::from(crc32fast::hash(path.as_bytes())) << 32) | path.len() as u64);
         let name = path.rsplit_once('/').map_or(*path, |(_, n)| n);
-        if matches!(name, ".gitignore" | ".ignore" | ".rgignore") {
+        if search_profile::IGNORE_FILES.contains(&name) {
             stamp(&mut words, Some(*st));
         }
     }
@@ -514,14 +509,14 @@ impl EmbeddedIndex {
         let Some(s) = self.snapshot() else {
             return CommittedFiles::default();
         };
-        let files = servable_files(&s, || self.hidden_rules(&s));
+        let files = servable_files(&s, |p| self.in_default_selection(&s, p));
         let digest = *s.files_digest.get_or_init(|| files_digest(&files));
         CommittedFiles {
             revision: s.manifest.source_revision.clone(),
             status: self.status_of(&s),
             files,
             digest,
-            unservable: unservable_files(&s, || self.hidden_rules(&s)),
+            unservable: unservable_files(&s, |p| self.in_default_selection(&s, p)),
         }
     }
 
@@ -534,43 +529,55 @@ impl EmbeddedIndex {
         let Some(s) = self.snapshot() else {
             return (IndexStatus::new(IndexState::Failed), 0, Arc::from([]));
         };
-        let digest = *s
-            .files_digest
-            .get_or_init(|| files_digest(&servable_files(&s, || self.hidden_rules(&s))));
+        let digest = *s.files_digest.get_or_init(|| {
+            files_digest(&servable_files(&s, |p| self.in_default_selection(&s, p)))
+        });
         (
             self.status_of(&s),
             digest,
-            unservable_files(&s, || self.hidden_rules(&s)),
+            unservable_files(&s, |p| self.in_default_selection(&s, p)),
         )
+    }
+
+    /// Whether ripgrep, with `files`'s flags, searches `s`'s held file at `path`, as far as hidden
+    /// names decide it (see [`HiddenRules::selects`]). The rules are found only when a file under
+    /// a hidden name asks: most queries never need them.
+    pub(crate) fn held_file_selected(&self, s: &Snapshot, files: &FileFilter, path: &str) -> bool {
+        files.include_hidden
+            || !search_profile::has_hidden_component(path)
+            || self.hidden_rules(s).selects(files, path)
+    }
+
+    /// Whether `s`'s held file at `path` is in ripgrep's default selection.
+    fn in_default_selection(&self, s: &Snapshot, path: &str) -> bool {
+        self.held_file_selected(s, &FileFilter::default(), path)
     }
 
     /// Which of `s`'s files under hidden names each request selects: found once per snapshot, by
     /// a walk over the hidden paths only ([`HiddenRules::walk`]), or reused from the last
     /// snapshot when no hidden path and no ignore file changed.
-    pub(crate) fn hidden_rules(&self, s: &Snapshot) -> Arc<HiddenRules> {
-        s.hidden
-            .get_or_init(|| {
-                let hidden: Vec<(&str, index_storage::Stamp)> = s
-                    .live_docs()
-                    .filter(|&(path, _, _)| search_profile::has_hidden_component(path))
-                    .map(|(path, si, id)| (path, s.segments[si].meta(id).stamp))
-                    .collect();
-                let key = hidden_rules_key(&self.root, &hidden);
-                let mut last = self.hidden_rules.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some((k, rules)) = &*last
-                    && *k == key
-                {
-                    return rules.clone();
-                }
-                let rules = Arc::new(HiddenRules::walk(
-                    &self.root,
-                    threads(&self.config),
-                    hidden.iter().map(|&(p, _)| p),
-                ));
-                *last = Some((key, rules.clone()));
-                rules
-            })
-            .clone()
+    fn hidden_rules<'s>(&self, s: &'s Snapshot) -> &'s HiddenRules {
+        s.hidden.get_or_init(|| {
+            let hidden: Vec<(&str, index_storage::Stamp)> = s
+                .live_docs()
+                .filter(|&(path, _, _)| search_profile::has_hidden_component(path))
+                .map(|(path, si, id)| (path, s.segments[si].meta(id).stamp))
+                .collect();
+            let key = hidden_rules_key(&self.root, &hidden);
+            let mut last = self.hidden_rules.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((k, rules)) = &*last
+                && *k == key
+            {
+                return rules.clone();
+            }
+            let rules = Arc::new(HiddenRules::walk(
+                &self.root,
+                threads(&self.config),
+                hidden.iter().map(|&(p, _)| p),
+            ));
+            *last = Some((key, rules.clone()));
+            rules
+        })
     }
 
     /// Whether the committed index holds `path`.

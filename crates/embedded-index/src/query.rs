@@ -100,19 +100,13 @@ impl EmbeddedIndex {
         } else {
             None
         };
-        // Asked only when a candidate has a hidden name: most queries never need them.
-        let hidden = std::sync::OnceLock::new();
         let wanted = |path: &str| {
             scope.is_none_or(|s| index_guard::is_within(path, s))
                 && match &walked {
                     Some(walked) => walked.contains(path),
                     None => {
                         filter.as_ref().is_none_or(|f| f.matches(path))
-                            && (request.files.include_hidden
-                                || !search_profile::has_hidden_component(path)
-                                || hidden
-                                    .get_or_init(|| self.hidden_rules(&snap))
-                                    .selects(&request.files, path))
+                            && self.held_file_selected(&snap, &request.files, path)
                     }
                 }
         };

@@ -128,24 +128,7 @@ impl EmbeddedIndex {
             if paths.is_empty() {
                 return Ok((Selected::Walked(Vec::new()), true));
             }
-            let mut dirs: HashSet<String> = HashSet::new();
-            for p in paths {
-                let mut at = p.as_str();
-                while let Some(i) = at.rfind('/') {
-                    at = &at[..i];
-                    if !dirs.insert(at.to_owned()) {
-                        break;
-                    }
-                }
-            }
-            let files: HashSet<String> = paths.iter().cloned().collect();
-            selection = selection.prune(move |rel, is_dir| {
-                if is_dir {
-                    dirs.contains(rel)
-                } else {
-                    files.contains(rel)
-                }
-            });
+            selection = selection.only(paths.iter().map(String::as_str));
         }
         let (walked, complete) =
             selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| Stamp::of(&m)));

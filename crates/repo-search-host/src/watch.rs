@@ -134,7 +134,7 @@ impl Shared {
             return;
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let ignore_file = matches!(name, ".gitignore" | ".ignore" | ".rgignore");
+        let ignore_file = search_profile::IGNORE_FILES.contains(&name);
         if !path.starts_with(&self.root) {
             // Parents of the root matter only through their ignore files.
             if ignore_file {

@@ -78,8 +78,8 @@ pub use search::{
     ContextConfig, FileOutcome, FileSearcher, MULTI_LINE_HEAP_LIMIT, SearchFileError,
 };
 pub use select::{
-    FileEntry, HiddenRules, Prune, Selection, global_excludes_file, has_hidden_component,
-    relative_path, selects_beyond_held,
+    FileEntry, HiddenRules, IGNORE_FILES, Prune, Selection, global_excludes_file,
+    has_hidden_component, relative_path, selects_beyond_held,
 };
 pub use syntax::query_hir;
 

@@ -126,14 +126,24 @@ fn build_searcher_numbered(
     line_number: bool,
     context: ContextConfig,
 ) -> Searcher {
-    SearcherBuilder::new()
+    searcher_builder(heap_limit, line_number, context).build()
+}
+
+/// ripgrep's searcher settings, once: lines ended by `\n`, binary detection at the first NUL.
+fn searcher_builder(
+    heap_limit: usize,
+    line_number: bool,
+    context: ContextConfig,
+) -> SearcherBuilder {
+    let mut builder = SearcherBuilder::new();
+    builder
         .line_terminator(LineTerminator::byte(b'\n'))
         .line_number(line_number)
         .binary_detection(BinaryDetection::quit(b'\x00'))
         .heap_limit(Some(heap_limit))
         .before_context(context.before)
-        .after_context(context.after)
-        .build()
+        .after_context(context.after);
+    builder
 }
 
 /// The most bytes of one file a multi-line search holds: it reads the whole file, as `rg -U` does.
@@ -141,14 +151,8 @@ fn build_searcher_numbered(
 pub const MULTI_LINE_HEAP_LIMIT: usize = 32 * 1024 * 1024;
 
 fn build_multi_line_searcher(context: ContextConfig) -> Searcher {
-    SearcherBuilder::new()
-        .line_terminator(LineTerminator::byte(b'\n'))
-        .line_number(true)
+    searcher_builder(MULTI_LINE_HEAP_LIMIT, true, context)
         .multi_line(true)
-        .binary_detection(BinaryDetection::quit(b'\x00'))
-        .heap_limit(Some(MULTI_LINE_HEAP_LIMIT))
-        .before_context(context.before)
-        .after_context(context.after)
         .build()
 }
 

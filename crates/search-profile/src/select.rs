@@ -14,6 +14,10 @@ use crate::PathFilter;
 /// keeps it. Directories it drops are not entered.
 pub type Prune = Arc<dyn Fn(&str, bool) -> bool + Send + Sync>;
 
+/// The names of the ignore files the selection reads in every directory it enters, besides git's
+/// `info/exclude` and global excludes: what a cache of the walk or a watcher must watch.
+pub const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
+
 /// Whether a request with these file filters needs a walk to find its files, beyond the held
 /// selection ([`Selection::held`]): an include glob (which overrides ignore rules, so it can
 /// select an ignored file) or `include_ignored`. Types and `include_hidden` select only among
@@ -77,30 +81,11 @@ impl HiddenRules {
         threads: usize,
         hidden_paths: impl IntoIterator<Item = &'a str>,
     ) -> HiddenRules {
-        let mut files = HashSet::new();
-        let mut dirs = HashSet::new();
-        for p in hidden_paths {
-            let mut at = p;
-            while let Some(i) = at.rfind('/') {
-                at = &at[..i];
-                if !dirs.insert(at.to_owned()) {
-                    break;
-                }
-            }
-            files.insert(p.to_owned());
-        }
-        if files.is_empty() {
+        let mut paths = hidden_paths.into_iter().peekable();
+        if paths.peek().is_none() {
             return HiddenRules::default();
         }
-        let selection = Selection::new(root)
-            .threads(threads)
-            .prune(move |rel, is_dir| {
-                if is_dir {
-                    dirs.contains(rel)
-                } else {
-                    files.contains(rel)
-                }
-            });
+        let selection = Selection::new(root).threads(threads).only(paths);
         let found = Mutex::new(Vec::new());
         selection.for_each_entry(true, || {
             let mut local = Flush {
@@ -221,6 +206,31 @@ impl Selection {
     pub fn prune(mut self, keep: impl Fn(&str, bool) -> bool + Send + Sync + 'static) -> Selection {
         self.prune = Some(Arc::new(keep));
         self
+    }
+
+    /// Prunes the walk to `paths` (walk names of files): only their ancestor directories are
+    /// entered and only they are listed, with the same ignore rules as a whole walk, so the cost
+    /// follows the paths, not the worktree.
+    pub fn only<'a>(self, paths: impl IntoIterator<Item = &'a str>) -> Selection {
+        let mut files = HashSet::new();
+        let mut dirs = HashSet::new();
+        for p in paths {
+            let mut at = p;
+            while let Some(i) = at.rfind('/') {
+                at = &at[..i];
+                if !dirs.insert(at.to_owned()) {
+                    break;
+                }
+            }
+            files.insert(p.to_owned());
+        }
+        self.prune(move |rel, is_dir| {
+            if is_dir {
+                dirs.contains(rel)
+            } else {
+                files.contains(rel)
+            }
+        })
     }
 
     /// The root.

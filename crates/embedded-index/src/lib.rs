@@ -55,6 +55,7 @@ mod error;
 mod manifest;
 mod parallel;
 mod plan;
+mod postings;
 mod query;
 mod refresh;
 mod segment;
@@ -93,6 +94,12 @@ pub struct EmbeddedIndexConfig {
     pub pairs_per_segment: usize,
     /// Updates merge the small segments once there are more than this many.
     pub max_small_segments: usize,
+    /// A build then merges the segments it wrote, in path order, into as few segments of at
+    /// most about this many bytes as it can, streaming one posting list at a time (so the merge
+    /// adds little heap whatever the size). One dictionary instead of one per segment, and
+    /// Elias–Fano lists over all docs, make the index smaller. `0` keeps the build's segments as
+    /// written. The default is 1 GiB, a quarter of a segment's 4 GiB offset limit.
+    pub merged_segment_bytes: u64,
 }
 
 impl Default for EmbeddedIndexConfig {
@@ -101,6 +108,7 @@ impl Default for EmbeddedIndexConfig {
             threads: None,
             pairs_per_segment: 3 << 20,
             max_small_segments: 8,
+            merged_segment_bytes: 1 << 30,
         }
     }
 }
@@ -157,8 +165,11 @@ pub struct BuildStats {
     pub files: usize,
     /// Bytes of the committed index on disk.
     pub index_bytes: u64,
-    /// Segments written.
+    /// Segments committed.
     pub segments: usize,
+    /// Segments written as the files were read, each of at most
+    /// [`EmbeddedIndexConfig::pairs_per_segment`] pairs, before they were merged.
+    pub batches: usize,
 }
 
 /// One file of the committed index (see [`EmbeddedIndex::committed_files`]).

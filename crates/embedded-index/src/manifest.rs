@@ -5,12 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The manifest format this version writes and reads. Format 4 holds segments with per-doc
-/// stamps, docs in path order (segment magic `\x03`), and each segment's committed identity,
-/// over the held selection (ripgrep's default plus hidden files). An index of another format
-/// opens as damaged and is rebuilt: an older version's index lacks the hidden files, and an older
-/// version must not serve this one's hidden files as its default selection.
-pub(crate) const FORMAT: u32 = 4;
+/// The manifest format this version writes and reads. Format 5 holds segments with per-doc
+/// stamps, docs in path order and Elias–Fano or bitmap postings (segment magic `\x04`), and each
+/// segment's committed identity, over the held selection (ripgrep's default plus hidden files).
+/// An index of another format opens as damaged and is rebuilt: another version reads neither
+/// this one's postings nor its selection.
+pub(crate) const FORMAT: u32 = 5;
 
 /// One segment of the committed index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -365,6 +365,12 @@ fn eval(plan: &Plan, seg: &Segment) -> Option<Vec<u32>> {
                     // few files it could rule out.
                     break;
                 }
+                if let (Some(a), Plan::Trigram(t)) = (&mut acc, p) {
+                    // Probing the list for the few candidates left costs far less than
+                    // decoding it to intersect.
+                    seg.retain_holding(*t, a);
+                    continue;
+                }
                 if let Some(v) = eval(p, seg) {
                     acc = Some(match acc {
                         None => v,

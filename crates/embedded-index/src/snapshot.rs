@@ -267,6 +267,7 @@ mod tests {
             threads: Some(1),
             pairs_per_segment: 300,
             max_small_segments: 100,
+            merged_segment_bytes: 0,
         };
         let index = EmbeddedIndex::with_config(repo.path(), store.path(), config).unwrap();
         index.build("r1").unwrap();

@@ -23,6 +23,15 @@ use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
 /// tick ("racy clean" in git's words): its stamp cannot vouch for it, so it is read again.
 const RACY_WINDOW: Duration = Duration::from_secs(2);
 
+/// Whether a segment is synced as it is written.
+#[derive(Debug, Clone, Copy)]
+enum Durability {
+    /// Synced before it is used: a manifest will name it.
+    Synced,
+    /// A build's batch: synced later only if the merge keeps it rather than replacing it.
+    SyncedIfKept,
+}
+
 /// Held while writing: the in-process mutex and the directory's writer lock.
 pub(crate) struct WriteLock<'a> {
     _mutex: MutexGuard<'a, ()>,
@@ -134,6 +143,7 @@ impl EmbeddedIndex {
         &self,
         paths: &[(String, Stamp)],
         generation: u64,
+        durability: Durability,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
@@ -150,7 +160,7 @@ impl EmbeddedIndex {
             }
             let file = format!("seg-{generation}-{suffix}-{}.idx", entries.len());
             let enc = encoder.get_or_insert_with(Encoder::new);
-            entries.push(self.write_segment(file, enc.encode(batch), batch.len())?);
+            entries.push(self.write_segment(file, enc.encode(batch), batch.len(), durability)?);
             batch.clear();
             Ok(())
         };
@@ -158,10 +168,10 @@ impl EmbeddedIndex {
             for doc in self.read_docs(slice, threads)? {
                 pairs += doc.trigrams.len();
                 batch.push(doc);
-            }
-            if pairs >= self.config.pairs_per_segment {
-                flush(&mut batch, &mut entries)?;
-                pairs = 0;
+                if pairs >= self.config.pairs_per_segment {
+                    flush(&mut batch, &mut entries)?;
+                    pairs = 0;
+                }
             }
             progress(((done + 1) * chunk).min(paths.len()), paths.len());
         }
@@ -169,17 +179,21 @@ impl EmbeddedIndex {
         Ok(entries)
     }
 
-    /// Writes an encoded segment (its bytes and crc32) of `docs` documents durably as `file`, a
-    /// name unique to this writer, and returns its manifest entry with the identity it has right
+    /// Writes an encoded segment (its bytes and crc32) of `docs` documents as `file`, a name
+    /// unique to this writer, and returns its manifest entry with the identity it has right
     /// after the write.
     fn write_segment(
         &self,
         file: String,
         (bytes, crc32): (Vec<u8>, u32),
         docs: usize,
+        durability: Durability,
     ) -> Result<SegmentEntry, EmbeddedIndexError> {
         let dir = self.dir();
-        dir.write_durably(&file, &bytes)?;
+        match durability {
+            Durability::Synced => dir.write_durably(&file, &bytes)?,
+            Durability::SyncedIfKept => dir.write_unsynced(&file, &bytes)?,
+        }
         Ok(SegmentEntry {
             identity: dir.stamp(&file).map(SegmentEntry::identity_of),
             file,
@@ -198,7 +212,15 @@ impl EmbeddedIndex {
     ) -> Result<crate::BuildStats, EmbeddedIndexError> {
         let selected = self.walk_stamps()?;
         let generation = self.committed_generation() + 1;
-        let entries = self.write_docs(&selected, generation, progress)?;
+        // Batches that the merge replaces need no fsync: the merge syncs the batches it keeps.
+        let durability = if self.config.merged_segment_bytes > 0 {
+            Durability::SyncedIfKept
+        } else {
+            Durability::Synced
+        };
+        let batches = self.write_docs(&selected, generation, durability, progress)?;
+        let written = batches.len();
+        let entries = self.merge_batches(batches, generation)?;
         let m = Manifest {
             format: FORMAT,
             generation,
@@ -211,7 +233,87 @@ impl EmbeddedIndex {
             files: selected.len(),
             index_bytes: bytes,
             segments: self.snapshot().map_or(0, |s| s.segments.len()),
+            batches: written,
         })
+    }
+
+    /// Merges a build's segments (consecutive in path order, nothing deleted) into runs of at
+    /// most [`crate::EmbeddedIndexConfig::merged_segment_bytes`], each written by streaming. A
+    /// run that cannot be merged (too large for a segment's offsets, or a list that fails to
+    /// decode) keeps its segments as they are: they serve the same answers. Every segment it
+    /// returns is durable.
+    fn merge_batches(
+        &self,
+        batches: Vec<SegmentEntry>,
+        generation: u64,
+    ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
+        let limit = self.config.merged_segment_bytes;
+        let dir = self.dir();
+        if batches.len() < 2 || limit == 0 {
+            if limit > 0 {
+                for e in &batches {
+                    dir.sync_file(&e.file)?;
+                }
+            }
+            return Ok(batches);
+        }
+        let mut opened = Vec::with_capacity(batches.len());
+        for e in &batches {
+            let seg = Segment::open_committed(&dir, &e.file, e.crc32, e.identity)
+                .map_err(|_| EmbeddedIndexError::Corrupt)?;
+            opened.push(seg);
+        }
+        let mut runs: Vec<Vec<usize>> = Vec::new();
+        let mut run_bytes = 0u64;
+        for (i, seg) in opened.iter().enumerate() {
+            let bytes = seg.bytes() as u64;
+            match runs.last_mut() {
+                Some(run) if run_bytes + bytes <= limit => run.push(i),
+                _ => {
+                    runs.push(vec![i]);
+                    run_bytes = 0;
+                }
+            }
+            run_bytes += bytes;
+        }
+        let suffix = unique_name_part();
+        let mut out = Vec::with_capacity(runs.len());
+        for (n, run) in runs.into_iter().enumerate() {
+            if run.len() == 1 {
+                dir.sync_file(&batches[run[0]].file)?;
+                out.push(batches[run[0]].clone());
+                continue;
+            }
+            let parts: Vec<&Segment> = run.iter().map(|&i| &opened[i]).collect();
+            let file = format!("seg-{generation}-{suffix}-m{n}.idx");
+            let mut written = None;
+            let merged = dir.write_durably_with(&file, |w| {
+                written = Some(crate::segment::write_concatenated(&parts, w)?);
+                Ok(())
+            });
+            match (merged, written) {
+                (Ok(()), Some((crc32, docs))) => out.push(SegmentEntry {
+                    identity: dir.stamp(&file).map(SegmentEntry::identity_of),
+                    file,
+                    crc32,
+                    docs,
+                    deleted: Vec::new(),
+                }),
+                (Err(e), _)
+                    if e.kind() != std::io::ErrorKind::InvalidInput
+                        && e.kind() != std::io::ErrorKind::InvalidData =>
+                {
+                    return Err(EmbeddedIndexError::Io(e));
+                }
+                _ => {
+                    for &i in &run {
+                        dir.sync_file(&batches[i].file)?;
+                        out.push(batches[i].clone());
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The generation of the latest commit, or 0 (also for a damaged index, which is replaced).
@@ -278,7 +380,12 @@ impl EmbeddedIndex {
             .cloned()
             .collect();
         new_docs.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
-        entries.extend(self.write_docs(&new_docs, m.generation, &mut |_, _| {})?);
+        entries.extend(self.write_docs(
+            &new_docs,
+            m.generation,
+            Durability::Synced,
+            &mut |_, _| {},
+        )?);
         // Drop segments with nothing live, then merge the small ones when there are too many.
         entries.retain(|e| (e.deleted.len() as u32) < e.docs);
         let entries = self.maybe_merge(entries, &snap, m.generation)?;
@@ -335,7 +442,12 @@ impl EmbeddedIndex {
         // A segment holds its docs in path order; the merged ones come from several.
         docs.sort_by(|a, b| search_profile::PathKey::compare(&a.path, &b.path));
         let file = format!("seg-{generation}-{}-merged.idx", unique_name_part());
-        let merged = self.write_segment(file, Encoder::new().encode(&docs), docs.len())?;
+        let merged = self.write_segment(
+            file,
+            Encoder::new().encode(&docs),
+            docs.len(),
+            Durability::Synced,
+        )?;
         let mut out: Vec<SegmentEntry> = entries
             .into_iter()
             .enumerate()

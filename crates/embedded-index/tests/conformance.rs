@@ -24,6 +24,7 @@ impl Subject for Embedded {
             // Small segments, so that queries and updates cross several of them.
             let config = EmbeddedIndexConfig {
                 pairs_per_segment: 2000,
+                merged_segment_bytes: 0,
                 max_small_segments: 2,
                 ..EmbeddedIndexConfig::default()
             };

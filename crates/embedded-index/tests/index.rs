@@ -40,16 +40,24 @@ fn rg_first(root: &Path, q: &str, ci: bool, scope: Option<&str>) -> BTreeMap<Str
 #[test]
 fn hits_equal_ripgreps_first_match_per_file() {
     let mut compared = 0;
-    for seed in [1, 2] {
+    // Tiny segments, so queries cross many of them, or the same merged into one by streaming.
+    for (seed, merged_segment_bytes) in [(1, 0), (2, 0), (1, 1 << 30)] {
         let (tree, _outside) = tree::generated_tree(seed);
         let store = tempfile::tempdir().unwrap();
-        // Tiny segments, so queries cross many of them.
         let config = EmbeddedIndexConfig {
             pairs_per_segment: 500,
+            merged_segment_bytes,
             ..Default::default()
         };
         let index = EmbeddedIndex::with_config(tree.path(), store.path(), config).unwrap();
-        index.build("r1").unwrap();
+        let stats = index.build("r1").unwrap();
+        assert!(stats.batches > 10, "{stats:?}");
+        let merged = if merged_segment_bytes == 0 {
+            stats.batches
+        } else {
+            1
+        };
+        assert_eq!(stats.segments, merged, "{stats:?}");
         let mut queries: Vec<String> = [
             "fn main",
             "main",
@@ -97,12 +105,14 @@ fn incremental_updates_track_the_worktree() {
     let (tree, _outside) = tree::generated_tree(4);
     let root = tree.path();
     let store = tempfile::tempdir().unwrap();
+    // The build's batches merged into one segment, which the updates then build on.
     let config = EmbeddedIndexConfig {
         max_small_segments: 2,
+        pairs_per_segment: 500,
         ..Default::default()
     };
     let index = EmbeddedIndex::with_config(root, store.path(), config).unwrap();
-    index.build("r1").unwrap();
+    assert_eq!(index.build("r1").unwrap().segments, 1);
     let check = |index: &EmbeddedIndex| {
         for q in ["fn main", "zebra_unique", "edited_marker", "src"] {
             assert_eq!(
@@ -136,7 +146,7 @@ fn incremental_updates_track_the_worktree() {
     drop(index);
     let index = EmbeddedIndex::open(root, store.path()).unwrap();
     check(&index);
-    // Small segments were merged: the directory holds the build's segments plus at most a few.
+    // Small segments were merged: the directory holds the build's segment plus at most a few.
     let segs = std::fs::read_dir(store.path())
         .unwrap()
         .filter(|e| {

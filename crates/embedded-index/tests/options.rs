@@ -78,6 +78,7 @@ fn index_of(
     // Tiny segments, so that plans are evaluated across many of them.
     let config = EmbeddedIndexConfig {
         pairs_per_segment: 500,
+        merged_segment_bytes: 0,
         ..Default::default()
     };
     let index = EmbeddedIndex::with_config(tree.path(), store.path(), config).unwrap();

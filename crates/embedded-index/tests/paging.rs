@@ -43,6 +43,7 @@ fn pages_concatenate_to_the_uncapped_answer() {
     // Small segments, so that candidates of one prior come from many segments.
     let config = EmbeddedIndexConfig {
         pairs_per_segment: 2000,
+        merged_segment_bytes: 0,
         ..Default::default()
     };
     let index = EmbeddedIndex::with_config(tree.path(), store.path(), config).unwrap();

@@ -1,7 +1,7 @@
 //! An index directory: opening its files, writing them durably, collecting what no commit needs.
 
 use std::fs::File;
-use std::io::{self, Write as _};
+use std::io::{self, Write};
 use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,16 +146,39 @@ impl IndexDir {
     /// replaces the directory entry, never the old file's bytes, so a reader that mapped the old
     /// file keeps reading it intact. [`IndexDir::sync`] makes the rename itself durable.
     pub fn write_durably(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        self.write_replacing(name, bytes, true)
+        self.write_replacing(name, |f| f.write_all(bytes), true)
+    }
+
+    /// [`IndexDir::write_durably`] of whatever `write` writes, through a buffer: for a file too
+    /// large to hold in memory. Nothing takes the name unless `write` succeeds.
+    pub fn write_durably_with(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.write_replacing(
+            name,
+            |f| {
+                let mut buffered = io::BufWriter::with_capacity(1 << 20, f);
+                write(&mut buffered)?;
+                buffered.flush()
+            },
+            true,
+        )
     }
 
     /// [`IndexDir::write_durably`] without the fsync: for a cache that a crash may lose (it only
     /// costs the work of making it again), never for a file a manifest names.
     pub fn write_unsynced(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        self.write_replacing(name, bytes, false)
+        self.write_replacing(name, |f| f.write_all(bytes), false)
     }
 
-    fn write_replacing(&self, name: &str, bytes: &[u8], sync: bool) -> io::Result<()> {
+    fn write_replacing(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+        sync: bool,
+    ) -> io::Result<()> {
         if !is_plain_name(name) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -170,7 +193,7 @@ impl IndexDir {
                 .write(true)
                 .create_new(true)
                 .open(&tmp)?;
-            f.write_all(bytes)?;
+            write(&mut f)?;
             if sync {
                 f.sync_all()?;
             }
@@ -180,6 +203,20 @@ impl IndexDir {
             let _ = std::fs::remove_file(&tmp);
         }
         written
+    }
+
+    /// Makes a file written by [`IndexDir::write_unsynced`] durable (fsync), before a manifest
+    /// names it.
+    pub fn sync_file(&self, name: &str) -> io::Result<()> {
+        match self.open_file(name) {
+            Ok(f) => f.sync_all(),
+            Err(FileError::Io(e)) => Err(e),
+            Err(FileError::Missing) => Err(io::Error::from(io::ErrorKind::NotFound)),
+            Err(FileError::Damaged) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a regular index file",
+            )),
+        }
     }
 
     /// Makes the renames in this directory durable (fsync of the directory).

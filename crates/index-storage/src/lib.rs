@@ -22,7 +22,7 @@
 //!   was about to open.
 //!
 //! The formats inside the files (segments, what a manifest lists) are each index's own; the
-//! varints both segment formats use are here ([`put_varint`], [`read_varint`]).
+//! LEB128 varints of the semantic store's segments are here ([`put_varint`], [`read_varint`]).
 //!
 //! # Example
 //!

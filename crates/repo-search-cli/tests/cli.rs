@@ -593,9 +593,18 @@ fn every_hint_names_the_real_cause_and_the_real_fix() {
 fn a_full_disk_is_reported_as_full_not_as_a_damaged_index() {
     let dir = repo();
     let root = dir.path();
-    // More text than the 64 KiB device below can index.
-    for i in 0..64 {
-        let text: String = (0..800).map(|j| format!("word_{i}_{j} hello\n")).collect();
+    // More text than the 64 KiB device below can index: many distinct trigrams in many files,
+    // which no postings codec fits in it.
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    for i in 0..256 {
+        let text: String = (0..200)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("{x:016x} hello\n")
+            })
+            .collect();
         write(root, &format!("src/f{i}.txt"), &text);
     }
     let index = tempfile::tempdir().unwrap();

@@ -39,6 +39,7 @@ fn composite(root: &Path, store: &Path, revision: &str) -> Arc<CompositeBackend>
     let config = EmbeddedIndexConfig {
         pairs_per_segment: 2000,
         max_small_segments: 2,
+        merged_segment_bytes: 0,
         ..EmbeddedIndexConfig::default()
     };
     let index = Arc::new(EmbeddedIndex::with_config(root, store, config).unwrap());

@@ -19,6 +19,11 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
     let linux = args
         .windows(2)
         .any(|w| w[0] == "--corpus" && w[1] == "linux");
+    // `--corpus linux-x10`: the monorepo of `cargo xtask corpus linux --copies 10`.
+    let linux_copies = args
+        .windows(2)
+        .filter(|w| w[0] == "--corpus")
+        .find_map(|w| w[1].strip_prefix("linux-x")?.parse::<u32>().ok());
     if linux
         && args
             .windows(2)
@@ -59,7 +64,21 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         semantic_vs_trigram(&bin, &dir, name)?;
     } else if linux {
         ci::ripgrep()?;
-        index_vs_codesearch(&bin)?;
+        index_vs_codesearch(&bin, &corpus::linux()?, "Linux 6.12")?;
+    } else if let Some(copies) = linux_copies {
+        ci::ripgrep()?;
+        let dir = root()
+            .join("target/corpus")
+            .join(corpus::copies_name(copies));
+        if !dir.join(".repo-search-corpus-ready").exists() {
+            return Err(format!(
+                "{} is not prepared: run `cargo xtask corpus linux --copies {copies}` first \
+                 (it needs about {} GB of free disk)",
+                dir.display(),
+                u64::from(copies) * 35 / 10
+            ));
+        }
+        index_vs_codesearch(&bin, &dir, &format!("Linux 6.12 x{copies}"))?;
     }
     scale_ok
 }
@@ -170,9 +189,11 @@ fn literal_vs_rg(bin: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The embedded index against codesearch (cindex, csearch) and rg on the Linux corpus.
-fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
-    let dir = corpus::linux()?;
+/// The embedded index against codesearch (cindex, csearch) and rg on a Linux corpus (`dir`,
+/// named `name` in the table): Linux itself or its copies. The indexes live beside it.
+fn index_vs_codesearch(bin: &Path, dir: &Path, name: &str) -> Result<(), String> {
+    let dir = dir.to_path_buf();
+    let beside = |ext: &str| dir.with_extension(ext);
     for tool in ["cindex", "csearch"] {
         if Command::new(tool)
             .arg("-help")
@@ -187,7 +208,7 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
         }
     }
     let rg = root().join("target/tools/bin/rg");
-    let cs_index = root().join("target/corpus/linux.csearchindex");
+    let cs_index = beside("csearchindex");
     let _ = std::fs::remove_file(&cs_index);
     let started = Instant::now();
     run(Command::new("cindex")
@@ -198,7 +219,7 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     let cindex_bytes = std::fs::metadata(&cs_index)
         .map_err(|e| e.to_string())?
         .len();
-    let store = root().join("target/corpus/linux.repo-search-index");
+    let store = beside("repo-search-index");
     let ours = probe_output(
         Command::new(bin.join("index-bench"))
             .arg(&dir)
@@ -212,7 +233,7 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     // peers, in turn within each round (alternating the order) so that the machine's load falls
     // on all of them alike: one warm-up round, then 11.
     let cli = bin.join("repo-search");
-    let cli_dir = root().join("target/corpus/linux.cli-index");
+    let cli_dir = beside("cli-index");
     let _ = std::fs::remove_dir_all(&cli_dir);
     let first = time(
         Command::new(&cli)
@@ -346,7 +367,7 @@ fn index_vs_codesearch(bin: &Path) -> Result<(), String> {
     let mcp_field = |name: &str| json_number(&mcp, name);
     let cores = cores();
     let mut table = Table::new(
-        format!("embedded index vs codesearch and rg, Linux 6.12, {cores} cores, one run"),
+        format!("embedded index vs codesearch and rg, {name}, {cores} cores, one run"),
         1,
         &["figure", "ours", "peer", "ratio"],
     );

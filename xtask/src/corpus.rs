@@ -1,6 +1,11 @@
 //! `cargo xtask corpus linux`: the Linux kernel tree from Debian's `linux-source-6.12`, prepared
 //! under `target/corpus/linux` so that it reads like an upstream git worktree.
 //!
+//! `cargo xtask corpus linux --copies N`: N copies of that tree side by side (`copy-0/` …) as
+//! one repository under `target/corpus/linux-xN`, a monorepo N times Linux's size: for ten
+//! copies about 862 000 files and 15 GB, so it checks for 3.5 GB of free disk a copy first
+//! (the copies, and the indexes the benchmark builds of them).
+//!
 //! `cargo xtask corpus tokio`: the sources of the tokio crate this workspace locks, from cargo's
 //! registry, as a repository of its own under `target/corpus/tokio`: a medium repository (about
 //! 5 800 chunks) that every machine that builds the workspace has.
@@ -18,11 +23,98 @@ pub(crate) fn linux_dir() -> PathBuf {
 }
 
 pub(crate) fn corpus(args: &[String]) -> Result<(), String> {
-    match args.first().map(String::as_str) {
-        Some("linux") => linux().map(|p| eprintln!("corpus ready: {}", p.display())),
-        Some("tokio") => tokio().map(|p| eprintln!("corpus ready: {}", p.display())),
-        _ => Err("usage: cargo xtask corpus linux|tokio".into()),
+    let copies = match args.get(1..) {
+        Some([flag, n]) if flag == "--copies" => Some(
+            n.parse::<u32>()
+                .ok()
+                .filter(|&n| (1..=100).contains(&n))
+                .ok_or_else(|| format!("--copies takes a count from 1 to 100, not {n:?}"))?,
+        ),
+        Some([]) | None => None,
+        Some(_) => return Err(USAGE.into()),
+    };
+    let ready = match (args.first().map(String::as_str), copies) {
+        (Some("linux"), None) => linux()?,
+        (Some("linux"), Some(n)) => linux_copies(n)?,
+        (Some("tokio"), None) => tokio()?,
+        _ => return Err(USAGE.into()),
+    };
+    eprintln!("corpus ready: {}", ready.display());
+    Ok(())
+}
+
+const USAGE: &str = "usage: cargo xtask corpus linux [--copies N] | tokio";
+
+/// Free disk a copy of Linux needs: the 1.5 GB tree, and the indexes `cargo xtask bench` builds
+/// of it (codesearch's, two of ours), with room to spare.
+const BYTES_PER_COPY: u64 = 3_500_000_000;
+
+/// The name of the corpus of `n` copies of Linux (`linux-x10`), as `bench --corpus` takes it.
+pub(crate) fn copies_name(n: u32) -> String {
+    format!("linux-x{n}")
+}
+
+/// Prepares `n` copies of the Linux corpus as one repository once; later calls return at once.
+pub(crate) fn linux_copies(n: u32) -> Result<PathBuf, String> {
+    let dir = root().join("target").join("corpus").join(copies_name(n));
+    let done = dir.join(".repo-search-corpus-ready");
+    if done.exists() {
+        return Ok(dir);
     }
+    let source = linux()?;
+    let parent = dir.parent().ok_or("corpus dir has no parent")?;
+    let free = free_bytes(parent)?;
+    let need = BYTES_PER_COPY * u64::from(n);
+    if free < need {
+        return Err(format!(
+            "{n} copies of Linux need about {} GB of free disk (the copies and their indexes); \
+             {} has {} GB free",
+            need / 1_000_000_000,
+            parent.display(),
+            free / 1_000_000_000
+        ));
+    }
+    eprintln!(
+        "copying Linux {n} times into {} (about {} GB; {} GB free)",
+        dir.display(),
+        n as u64 * 3 / 2,
+        free / 1_000_000_000
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    for k in 0..n {
+        let copy = dir.join(format!("copy-{k}"));
+        std::fs::create_dir_all(&copy).map_err(|e| e.to_string())?;
+        // The tree without its repository and marker: each copy is a directory of the one
+        // repository made below, whose .gitignore files apply beneath it as a subproject's do.
+        run(Command::new("sh").arg("-c").arg(format!(
+            "tar -C '{}' --exclude=./.git --exclude=./.repo-search-corpus-ready -cf - . \
+             | tar -C '{}' -xf -",
+            source.display(),
+            copy.display()
+        )))?;
+    }
+    // A repository, so ignore rules apply, but no commit: hashing 15 GB into git objects would
+    // double the disk and take longer than the benchmark, and nothing here reads git's history.
+    run(Command::new("git").args(["init", "-q"]).current_dir(&dir))?;
+    std::fs::write(&done, b"").map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// Bytes free for an unprivileged user on the file system holding `dir` (POSIX `df -P`).
+fn free_bytes(dir: &Path) -> Result<u64, String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let out = Command::new("df")
+        .arg("-Pk")
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("df: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| format!("df printed no free space for {}: {text}", dir.display()))
 }
 
 /// Prepares the corpus once; later calls return at once.

@@ -45,12 +45,16 @@ commands:
            [--corpus python|kernel|all] [--model-dir DIR] [--static FILE]
            [--rerank-queries N] [--rerank-depth N] [--rerank-tokens N] [--tune]
   bench    the scale check as a table [--json FILE]; --literal adds rg vs literal-search on a
-           generated tree and, when prepared, the Linux corpus; --corpus linux
+           generated tree and, when prepared, the Linux corpus; --corpus linux (or linux-xN,
+           N copies of it, prepared first by `corpus linux --copies N`): the embedded index
+           beside codesearch and rg; --corpus linux
            --backend postgres: the PostgreSQL backend beside the embedded index and rg;
            --corpus linux --semantic: the semantic store's build and queries beside the
            trigram index's; --node: the Node binding's cost per query over the Rust facade, and
            a JavaScript backend's 1000 hits through the trust gate
-  corpus linux   prepare the Linux kernel corpus under target/corpus/linux
+  corpus linux   prepare the Linux kernel corpus under target/corpus/linux [--copies N: N
+           copies as one repository under target/corpus/linux-xN, a monorepo benchmark; needs
+           3.5 GB of free disk a copy]
   node     build the Node.js binding into bindings/node/native, then its tests (node --test,
            the packed tarball installed in a fresh directory) and tsc --strict on its types
            [--build-only]

@@ -29,7 +29,7 @@ use crate::segment::Stamp;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
-const MAGIC: &[u8; 8] = b"RSDIRC\0\x03";
+const MAGIC: &[u8; 8] = b"RSDIRC\0\x04";
 const RACY: Duration = Duration::from_secs(2);
 /// A cache file larger than this is damage: its size is checked before it is read, so a damaged
 /// cache of any size costs at most this much memory. A walk whose cache would be larger (about a
@@ -48,12 +48,27 @@ pub(crate) struct DirCache {
     dirs: Vec<(String, Stamp, u32)>,
     /// Ignore files inside selected directories (repo-relative) with their stamps.
     ignore_files: Vec<(String, Stamp)>,
+    /// What the walk skipped in the directories it entered: ignored regular files and
+    /// directories (`true`), repo-relative, in path order; git's internals are left out. An
+    /// include glob can select them (ripgrep's overrides come before its ignore rules), so a
+    /// glob is answered from this list while the directories' stamps hold. `None` when the
+    /// walk could not list them all (a name that is not UTF-8, a directory that vanished).
+    skipped: Option<Vec<(String, bool)>>,
     /// The selected files' paths, in path order, one after the other.
     text: String,
     /// Where each path starts in `text`, and where the last one ends (`files + 1` entries).
     starts: Vec<u32>,
     /// The files (indexes in path order) grouped by directory, in the order of `dirs`.
     by_dir: Vec<u32>,
+}
+
+/// What [`DirCache::check`] stats besides the rules, directories and ignore files.
+#[derive(Clone, Copy)]
+enum Look {
+    /// Nothing else.
+    Directories,
+    /// Every recorded file.
+    Files,
 }
 
 fn lstat(path: &Path) -> Option<Stamp> {
@@ -108,13 +123,15 @@ fn read_pointer(path: &Path) -> std::io::Result<String> {
 }
 
 impl DirCache {
-    /// Records a complete walk of `root` that selected `files` (in path order) and entered `dirs`
-    /// (both repo-relative, with the stamps the walk saw). `None` when a directory is too young
-    /// to vouch for itself, changed while it was recorded, or does not account for a file.
+    /// Records a complete walk of `root` that selected `files` (in path order), entered `dirs`
+    /// (both repo-relative, with the stamps the walk saw) and skipped `skipped` in them (see
+    /// [`DirCache::skipped`]). `None` when a directory is too young to vouch for itself, changed
+    /// while it was recorded, or does not account for a file.
     pub(crate) fn record(
         root: &Path,
         files: &[String],
         mut dirs: Vec<(String, Stamp)>,
+        skipped: Option<Vec<(String, bool)>>,
         walked_at: SystemTime,
     ) -> Option<DirCache> {
         let oldest_trusted = walked_at
@@ -158,7 +175,9 @@ impl DirCache {
             }
             rules.push((p, s));
         }
-        DirCache::from_parts(rules, dirs, ignore_files, files)
+        let mut c = DirCache::from_parts(rules, dirs, ignore_files, files)?;
+        c.skipped = skipped;
+        Some(c)
     }
 
     /// The cache of a walk that selected `files` (in path order) in `dirs` (in path order), with
@@ -193,6 +212,7 @@ impl DirCache {
             rules,
             dirs,
             ignore_files,
+            skipped: None,
             text,
             starts,
             by_dir: groups.concat(),
@@ -212,6 +232,28 @@ impl DirCache {
             .unwrap_or("")
     }
 
+    /// What the walk skipped in the directories it entered, when it could list them all:
+    /// ignored regular files and directories (`true`), repo-relative, in path order.
+    pub(crate) fn skipped(&self) -> Option<&[(String, bool)]> {
+        self.skipped.as_deref()
+    }
+
+    /// The directories the walk entered (the root as `""`), in path order.
+    pub(crate) fn directories(&self) -> impl Iterator<Item = &str> {
+        self.dirs.iter().map(|(rel, _, _)| rel.as_str())
+    }
+
+    /// Whether every recorded stamp of a rule, a directory and an ignore file still holds: then
+    /// the names in every entered directory, and which of them the rules select, are the
+    /// recorded ones (the files' own stamps are not looked at).
+    pub(crate) fn directories_hold(
+        &self,
+        worktree: &search_profile::RootDir,
+        threads: usize,
+    ) -> bool {
+        self.check(worktree, threads, Look::Directories).is_some()
+    }
+
     /// The selection's stamps now, in path order, on `threads` threads; `None` when any recorded
     /// stamp of a rule, a directory or an ignore file changed, or a file is gone or no longer
     /// regular: then the selection may have changed, and the tree must be walked.
@@ -222,6 +264,15 @@ impl DirCache {
         &self,
         worktree: &search_profile::RootDir,
         threads: usize,
+    ) -> Option<Vec<Stamp>> {
+        self.check(worktree, threads, Look::Files)
+    }
+
+    fn check(
+        &self,
+        worktree: &search_profile::RootDir,
+        threads: usize,
+        look: Look,
     ) -> Option<Vec<Stamp>> {
         if !self.rules.iter().all(|(p, s)| lstat(p) == *s) {
             return None;
@@ -251,7 +302,10 @@ impl DirCache {
                 if doubt.load(Ordering::Relaxed) {
                     return None;
                 }
-                let ids = &self.by_dir[first[d]..first[d] + *n as usize];
+                let ids = match look {
+                    Look::Files => &self.by_dir[first[d]..first[d] + *n as usize],
+                    Look::Directories => &[],
+                };
                 names.clear();
                 names.push(".");
                 names.extend(ignore_of[d].iter().map(|(n, _)| *n));
@@ -301,6 +355,9 @@ impl DirCache {
             },
         )
         .ok()?;
+        if let Look::Directories = look {
+            return found.into_iter().all(|f| f.is_some()).then(Vec::new);
+        }
         let mut out = vec![Stamp::default(); self.len()];
         for ((_, _, n), (from, stamps)) in self.dirs.iter().zip(first.iter().zip(found)) {
             let stamps = stamps?;
@@ -344,7 +401,8 @@ fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
     }
 }
 
-/// The file: magic; rules; directories (path, stamp, file count); ignore files; the file count,
+/// The file: magic; rules; directories (path, stamp, file count); ignore files; the skipped
+/// entries (a flag, then their count and each path and kind, when recorded); the file count,
 /// then `files + 1` path starts and `files` indexes grouped by directory (all u32, little
 /// endian); the paths' text; a crc32 of everything before it.
 fn encode(c: &DirCache) -> Vec<u8> {
@@ -365,6 +423,17 @@ fn encode(c: &DirCache) -> Vec<u8> {
     for (p, s) in &c.ignore_files {
         put_str(&mut out, p);
         put_stamp(&mut out, s);
+    }
+    match &c.skipped {
+        None => out.push(0),
+        Some(skipped) => {
+            out.push(1);
+            put_u32(&mut out, skipped.len() as u32);
+            for (p, is_dir) in skipped {
+                put_str(&mut out, p);
+                out.push(u8::from(*is_dir));
+            }
+        }
     }
     put_u32(&mut out, c.len() as u32);
     for v in c.starts.iter().chain(&c.by_dir) {
@@ -439,6 +508,19 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
     for _ in 0..r.u32()? {
         c.ignore_files.push((r.string()?, r.stamp()?));
     }
+    if r.take(1)?[0] == 1 {
+        let mut skipped = Vec::new();
+        for _ in 0..r.u32()? {
+            let p = r.string()?;
+            let is_dir = match r.take(1)?[0] {
+                0 => false,
+                1 => true,
+                _ => return None,
+            };
+            skipped.push((p, is_dir));
+        }
+        c.skipped = Some(skipped);
+    }
     let files = r.u32()? as usize;
     c.starts = r.u32s(files.checked_add(1)?)?;
     c.by_dir = r.u32s(files)?;
@@ -472,7 +554,7 @@ mod tests {
 
     #[test]
     fn the_cache_file_round_trips_and_damage_is_refused() {
-        let c = DirCache::from_parts(
+        let mut c = DirCache::from_parts(
             vec![
                 ("/a/.ignore".into(), None),
                 ("/a/.gitconfig".into(), Some(s(1))),
@@ -482,6 +564,12 @@ mod tests {
             &["a.txt".into(), "src/b.rs".into(), "名前.md".into()],
         )
         .expect("every file's directory was walked");
+        assert_eq!(
+            decode(&encode(&c)),
+            Some(c.clone()),
+            "nothing skipped recorded"
+        );
+        c.skipped = Some(vec![("a.log".into(), false), ("target".into(), true)]);
         assert_eq!(c.len(), 3);
         assert_eq!(
             (0..3).map(|i| c.path(i)).collect::<Vec<_>>(),

@@ -147,6 +147,10 @@ pub struct EmbeddedIndex {
     /// The last [`HiddenRules`] found, by [`hidden_rules_key`]: a commit that changes no hidden
     /// path and no ignore file reuses them instead of walking again.
     hidden_rules: Mutex<Option<(u64, Arc<HiddenRules>)>>,
+    /// The directory cache as last found holding (by a whole refresh, or by a query that
+    /// checked its directories), until a refresh of named paths says something changed: what
+    /// answers include globs without a walk.
+    held_dircache: Mutex<Option<Arc<dircache::DirCache>>>,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
@@ -362,6 +366,7 @@ impl EmbeddedIndex {
             cursor: Mutex::new(None),
             building: AtomicBool::new(false),
             hidden_rules: Mutex::new(None),
+            held_dircache: Mutex::new(None),
             dir_handle: RwLock::new(Arc::new(IndexDir::create(&dir)?)),
             dir_path: dir,
         };

@@ -11,6 +11,7 @@ use index_contract::{
 use search_profile::rank::{self, MatchShape, Prior};
 use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
+use crate::dircache::DirCache;
 use crate::plan::{self, Plan};
 use crate::segment::{Segment, flags};
 use crate::snapshot::Snapshot;
@@ -95,7 +96,13 @@ impl EmbeddedIndex {
         // files").
         let widens = search_profile::selects_beyond_held(&request.files);
         let control = QueryControl::new(started, request.deadline, &request.signal);
-        let walked: Option<HashSet<String>> = if widens {
+        // An include glob is answered from the index and the directory cache's record of what
+        // the walk skipped, when that suffices; otherwise it walks.
+        let beyond: Option<Vec<String>> = match &filter {
+            Some(filter) if widens => self.glob_selection(&snap, request, filter),
+            _ => None,
+        };
+        let walked: Option<HashSet<String>> = if widens && beyond.is_none() {
             Some(self.walk_selection(request, control.detached())?)
         } else {
             None
@@ -148,10 +155,12 @@ impl EmbeddedIndex {
                 }
             })
             .collect();
-        // What the walk selected that the snapshot lacks is read from disk and verified as it is.
+        // What the walk, or the glob over skipped files, selected that the snapshot lacks is
+        // read from disk and verified as it is.
         let extras: Vec<&str> = walked
             .iter()
             .flatten()
+            .chain(beyond.iter().flatten())
             .filter(|p| snap.find(p).is_none())
             .map(String::as_str)
             .collect();
@@ -298,6 +307,62 @@ impl EmbeddedIndex {
             skipped: (skipped != SkippedFiles::default()).then_some(skipped),
             full_scan,
         })
+    }
+
+    /// The files beyond the held selection that `request`'s include globs (`filter`) make
+    /// ripgrep search within its scope, without a walk: the ignored files that the last walk
+    /// skipped in the directories it entered, as the directory cache recorded them, which the
+    /// globs include. The held files are selected as the globs and hidden names say
+    /// (`HiddenRules::selects`).
+    ///
+    /// `None` (walk) for `include_ignored`, when the cache's directories changed or it did not
+    /// record what it skipped, or when a glob includes a directory the default walk skips (an
+    /// ignored one, or one under a hidden name): ripgrep enters it, and only a walk knows what
+    /// lies beneath. An ignored file under a hidden directory is searched only if ripgrep's
+    /// default walk enters that directory, which the hidden rules know for the directories on
+    /// the way to held files; for another, `None` too.
+    fn glob_selection(
+        &self,
+        snap: &Snapshot,
+        request: &SearchRequest,
+        filter: &PathFilter,
+    ) -> Option<Vec<String>> {
+        if request.files.include_ignored {
+            return None;
+        }
+        let cache = self.holding_dircache()?;
+        let skipped = cache.skipped()?;
+        let hidden_matters = !request.files.include_hidden;
+        let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p.as_str());
+        let hidden_dirs = cache
+            .directories()
+            .filter(|d| hidden_matters && search_profile::has_hidden_component(d));
+        if skipped_dirs
+            .chain(hidden_dirs)
+            .any(|d| filter.includes_directory(d))
+        {
+            return None;
+        }
+        let scope = request.path.as_deref();
+        let mut beyond = Vec::new();
+        let mut held_below: Option<HashSet<&str>> = None;
+        for (path, _) in skipped.iter().filter(|(_, is_dir)| !is_dir) {
+            if !filter.matches(path) || scope.is_some_and(|s| !index_guard::is_within(path, s)) {
+                continue;
+            }
+            let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            if hidden_matters && search_profile::has_hidden_component(parent) {
+                let held_below = held_below.get_or_insert_with(|| hidden_ancestors(&cache));
+                if !held_below.contains(parent) {
+                    return None;
+                }
+                if !self.hidden_rules(snap).enters(parent) {
+                    continue;
+                }
+            }
+            beyond.push(path.clone());
+        }
+        Some(beyond)
     }
 
     /// The files `request`'s selection makes ripgrep search within its scope, by a walk with that
@@ -447,6 +512,25 @@ pub(crate) fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
+}
+
+/// The directories with a hidden component on the way to the held files the directory cache
+/// lists: those whose entry by ripgrep's default walk the hidden rules know.
+fn hidden_ancestors(cache: &DirCache) -> HashSet<&str> {
+    let mut dirs = HashSet::new();
+    for path in (0..cache.len()).map(|i| cache.path(i)) {
+        if !search_profile::has_hidden_component(path) {
+            continue;
+        }
+        let mut at = path;
+        while let Some((dir, _)) = at.rsplit_once('/') {
+            if !search_profile::has_hidden_component(dir) || !dirs.insert(dir) {
+                break;
+            }
+            at = dir;
+        }
+    }
+    dirs
 }
 
 #[cfg(test)]

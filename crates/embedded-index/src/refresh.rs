@@ -58,7 +58,7 @@ enum Extent<'a> {
 /// the directory cache's paths with the stamps just read.
 enum Selected {
     Walked(Vec<(String, Stamp)>),
-    Cached(DirCache, Vec<Stamp>),
+    Cached(std::sync::Arc<DirCache>, Vec<Stamp>),
 }
 
 impl Selected {
@@ -119,6 +119,8 @@ impl EmbeddedIndex {
             if let Some(cache) = DirCache::read(&self.dir())
                 && let Some(stamps) = cache.stamps_if_holding(&self.worktree(), threads)
             {
+                let cache = std::sync::Arc::new(cache);
+                self.hold_dircache(Some(cache.clone()));
                 return Ok((Selected::Cached(cache, stamps), true));
             }
             let (walked, complete) = self.walk_and_record(&selection);
@@ -136,18 +138,21 @@ impl EmbeddedIndex {
     }
 
     /// Walks the whole selection, and records what it saw in the directory cache when the walk
-    /// was complete.
+    /// was complete: the files and directories it selected, and what it skipped in them.
     fn walk_and_record(&self, selection: &Selection) -> (Vec<(String, Stamp)>, bool) {
         let walked_at = SystemTime::now();
         let dirs = std::sync::Mutex::new(Vec::new());
         let found = std::sync::Mutex::new(Vec::new());
+        let listed = std::sync::Mutex::new(Vec::new());
         let complete = std::sync::atomic::AtomicBool::new(true);
+        let listed_all = std::sync::atomic::AtomicBool::new(true);
         selection.for_each_entry(true, || {
-            let complete = &complete;
+            let (complete, listed_all) = (&complete, &listed_all);
             let mut local = TreeFlush {
                 dirs: Vec::new(),
                 files: Vec::new(),
-                into: (&dirs, &found),
+                listed: Vec::new(),
+                into: (&dirs, &found, &listed),
             };
             move |e: FileEntry<'_>| match e {
                 FileEntry::File { rel, entry } => {
@@ -156,7 +161,12 @@ impl EmbeddedIndex {
                     }
                 }
                 FileEntry::Dir { rel, entry } => match entry.metadata() {
-                    Ok(m) => local.dirs.push((rel.to_owned(), Stamp::of(&m))),
+                    Ok(m) => {
+                        local.dirs.push((rel.to_owned(), Stamp::of(&m)));
+                        if !list_entries(rel, entry.path(), &mut local.listed) {
+                            listed_all.store(false, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
                     Err(_) => complete.store(false, std::sync::atomic::Ordering::Relaxed),
                 },
                 FileEntry::Unreadable { io: true } => {
@@ -168,14 +178,42 @@ impl EmbeddedIndex {
         let mut files = found.into_inner().unwrap_or_else(|p| p.into_inner());
         files.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
         let complete = complete.into_inner();
+        let mut recorded = None;
         if complete {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
             let names: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
-            if let Some(cache) = DirCache::record(&self.root, &names, dirs, walked_at) {
+            let skipped = listed_all.into_inner().then(|| {
+                let listed = listed.into_inner().unwrap_or_else(|p| p.into_inner());
+                skipped_entries(listed, &names, &dirs)
+            });
+            if let Some(cache) = DirCache::record(&self.root, &names, dirs, skipped, walked_at) {
                 cache.write(&self.dir());
+                recorded = Some(std::sync::Arc::new(cache));
             }
         }
+        self.hold_dircache(recorded);
         (files, complete)
+    }
+
+    /// Keeps `cache` as the directory cache known to hold, or forgets it.
+    pub(crate) fn hold_dircache(&self, cache: Option<std::sync::Arc<DirCache>>) {
+        *self.held_dircache.lock().unwrap_or_else(|p| p.into_inner()) = cache;
+    }
+
+    /// The directory cache, when its rules and directories still hold: the one a refresh or an
+    /// earlier query found holding (until a refresh of named paths), else the cache file after
+    /// a check of its directories' stamps.
+    pub(crate) fn holding_dircache(&self) -> Option<std::sync::Arc<DirCache>> {
+        if let Some(held) = &*self.held_dircache.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Some(held.clone());
+        }
+        let cache = DirCache::read(&self.dir())?;
+        if !cache.directories_hold(&self.worktree(), crate::threads(&self.config)) {
+            return None;
+        }
+        let cache = std::sync::Arc::new(cache);
+        self.hold_dircache(Some(cache.clone()));
+        Some(cache)
     }
 
     fn diff(snap: &Snapshot, selected: &Selected, extent: Extent<'_>) -> Diff {
@@ -271,6 +309,13 @@ impl EmbeddedIndex {
         deadline: Option<Instant>,
     ) -> Result<RefreshReport, EmbeddedIndexError> {
         self.sync();
+        if let Extent::Paths(paths) = extent
+            && !paths.is_empty()
+        {
+            // Something changed, perhaps a name in a directory: the directory cache is checked
+            // again before an include glob relies on it.
+            self.hold_dircache(None);
+        }
         let needs_build = self.snapshot().is_none_or(|s| s.manifest.generation == 0);
         if needs_build {
             let _lock = self.lock(deadline)?;
@@ -393,8 +438,12 @@ type Stamped = std::sync::Mutex<Vec<(String, Stamp)>>;
 struct TreeFlush<'a> {
     dirs: Vec<(String, Stamp)>,
     files: Vec<(String, Stamp)>,
-    into: (&'a Stamped, &'a Stamped),
+    listed: Vec<(String, bool)>,
+    into: (&'a Stamped, &'a Stamped, &'a Listed),
 }
+
+/// Entries of the directories a walk entered: repo-relative path, and whether a directory.
+type Listed = std::sync::Mutex<Vec<(String, bool)>>;
 
 impl Drop for TreeFlush<'_> {
     fn drop(&mut self) {
@@ -408,5 +457,59 @@ impl Drop for TreeFlush<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .append(&mut self.files);
+        self.into
+            .2
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .append(&mut self.listed);
     }
+}
+
+/// Appends the regular files and directories in the directory at `path` (walk name `rel`) to
+/// `out`, as the walk entered it: `false` when it could not be listed, or holds a name that is
+/// not UTF-8 (which a glob would match by another name). Symlinks and special files are left
+/// out: no selection searches them. The directory is listed by path, not beneath the worktree's
+/// handle: a name recorded here is only ever opened beneath it, without following a symlink.
+fn list_entries(rel: &str, path: &std::path::Path, out: &mut Vec<(String, bool)>) -> bool {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return false;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let Ok(kind) = entry.file_type() else {
+            return false;
+        };
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            return false;
+        };
+        if (kind.is_dir() || kind.is_file()) && !index_guard::is_git_internal_segment(&name) {
+            let rel = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            out.push((rel, kind.is_dir()));
+        }
+    }
+    true
+}
+
+/// What the walk skipped among the `listed` entries of the directories it entered: those that
+/// are neither a selected file nor an entered directory, in path order.
+fn skipped_entries(
+    mut listed: Vec<(String, bool)>,
+    files: &[String],
+    dirs: &[(String, Stamp)],
+) -> Vec<(String, bool)> {
+    let files: HashSet<&str> = files.iter().map(String::as_str).collect();
+    let dirs: HashSet<&str> = dirs.iter().map(|(d, _)| d.as_str()).collect();
+    listed.retain(|(p, is_dir)| {
+        if *is_dir {
+            !dirs.contains(p.as_str())
+        } else {
+            !files.contains(p.as_str())
+        }
+    });
+    listed.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
+    listed
 }

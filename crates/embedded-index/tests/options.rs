@@ -366,7 +366,9 @@ fn types_and_hidden_files_are_answered_from_the_index_without_a_walk() {
     });
     assert!(ours(&index, &typed).0.is_empty(), "a type walked");
     assert!(ours(&index, &hidden).0.is_empty(), "--hidden walked");
-    // An include glob can select ignored files, which the index does not hold: it still walks.
+    // An include glob can select ignored files, which the index does not hold. The tree is too
+    // young for the directory cache to vouch for it (its directories changed within the racy
+    // window), so the glob walks.
     assert_eq!(ours(&index, &globbed).0, theirs(root, &globbed));
     assert!(ours(&index, &globbed).0.contains_key("late.log"));
     index.refresh("r2", None).unwrap();
@@ -390,4 +392,92 @@ fn types_and_hidden_files_are_answered_from_the_index_without_a_walk() {
     let found = ours(&index, &plain).0;
     assert!(!found.contains_key("src/.late.rs"), "{found:?}");
     assert_eq!(found, theirs(root, &plain));
+}
+
+#[test]
+fn include_globs_are_answered_from_the_directory_cache_as_rg_answers_them() {
+    let (tree, _store, index) = index_of(11);
+    let root = tree.path();
+    // Ignored files and directories that include globs reach, or do not: plain, hidden, in an
+    // ignored directory, in a hidden one that holds a held file (whose entry the hidden rules
+    // know) and in a hidden one that holds none (which only a walk can answer).
+    tree::write(root, "globbed/.gitignore", b"*.log\n*.tmp\ngen/\n.env\n");
+    for rel in [
+        "globbed/a.log",
+        "globbed/keep.rs",
+        "globbed/.env",
+        "globbed/sub/d.log",
+        "globbed/gen/b.log",
+        "globbed/gen/b.rs",
+        "globbed/.hid/c.log",
+        "globbed/.hid/held.rs",
+        "globbed/.bare/e.tmp",
+    ] {
+        tree::write(root, rel, b"needle_glob\n");
+    }
+    // The directory cache records a walk only once its directories are older than the racy
+    // window.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    index.refresh("r2", None).unwrap();
+    let globbed = |globs: &[&str], hidden: bool| {
+        request("needle_glob", false, false, |r| {
+            r.files.globs = globs.iter().map(|g| g.to_string()).collect();
+            r.files.include_hidden = hidden;
+        })
+    };
+    let cases = [
+        (globbed(&["*.log"], false), "globbed/a.log"),
+        (
+            globbed(&["*.log", "!globbed/sub/**"], false),
+            "globbed/a.log",
+        ),
+        (globbed(&[".env"], false), "globbed/.env"),
+        (globbed(&["*.rs"], false), "globbed/keep.rs"),
+        (globbed(&["*.log"], true), "globbed/.hid/c.log"),
+        (globbed(&["*.tmp"], false), ""),
+        (globbed(&["*.tmp"], true), "globbed/.bare/e.tmp"),
+        // A glob that includes an ignored directory (`gen`) or a hidden one makes ripgrep
+        // enter it: these walk.
+        (globbed(&["gen"], false), ""),
+        (globbed(&["globbed/**"], false), "globbed/gen/b.rs"),
+        (globbed(&["**/.hid"], false), ""),
+    ];
+    for (r, expected) in &cases {
+        let found = ours(&index, r).0;
+        assert_eq!(found, theirs(root, r), "{:?}", r.files);
+        assert!(
+            expected.is_empty() || found.contains_key(*expected),
+            "{:?}: {found:?}",
+            r.files
+        );
+    }
+    // Without a walk: a file created since the refresh that recorded the cache is not seen,
+    // as the index itself does not see it until a refresh (a host refreshes before a query).
+    let plain_glob = globbed(&["*.log"], false);
+    tree::write(root, "globbed/late.log", b"needle_glob\n");
+    let found = ours(&index, &plain_glob).0;
+    assert!(!found.contains_key("globbed/late.log"), "the glob walked");
+    // The refresh sees the directory change: the cache no longer vouches for it, the glob walks
+    // and finds the new file.
+    index.refresh("r3", None).unwrap();
+    let found = ours(&index, &plain_glob).0;
+    assert!(found.contains_key("globbed/late.log"), "{found:?}");
+    assert_eq!(found, theirs(root, &plain_glob));
+    // Once the directories settle, a whole refresh records the cache again; then a watching
+    // host's refresh of the paths it saw change makes the next glob check the directories,
+    // which no longer hold, so it walks and finds the ignored file the host named.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    index.refresh("r4", None).unwrap();
+    tree::write(root, "globbed/later.log", b"needle_glob\n");
+    assert!(
+        !ours(&index, &plain_glob)
+            .0
+            .contains_key("globbed/later.log")
+    );
+    index
+        .refresh_paths("r5", &["globbed/later.log".into()], None)
+        .unwrap();
+    let found = ours(&index, &plain_glob).0;
+    assert!(found.contains_key("globbed/later.log"), "{found:?}");
+    assert_eq!(found, theirs(root, &plain_glob));
 }

@@ -118,6 +118,15 @@ impl PathFilter {
         !self.types.matched(path, false).is_ignore()
     }
 
+    /// Whether an include glob matches the directory at `rel_path`: ripgrep then enters it
+    /// though ignore or hidden rules would skip it (and searches the files in it that a glob
+    /// includes).
+    pub fn includes_directory(&self, rel_path: &str) -> bool {
+        self.globs
+            .matched(&*crate::name::os_path(rel_path), true)
+            .is_whitelist()
+    }
+
     pub(crate) fn overrides(&self) -> &Override {
         &self.globs
     }

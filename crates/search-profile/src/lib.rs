@@ -79,7 +79,7 @@ pub use search::{
 };
 pub use select::{
     FileEntry, HiddenRules, IGNORE_FILES, Prune, Selection, global_excludes_file,
-    has_hidden_component, relative_path, selects_beyond_held,
+    has_hidden_component, has_include_glob, relative_path, selects_beyond_held,
 };
 pub use syntax::query_hir;
 

@@ -18,12 +18,17 @@ pub type Prune = Arc<dyn Fn(&str, bool) -> bool + Send + Sync>;
 /// `info/exclude` and global excludes: what a cache of the walk or a watcher must watch.
 pub const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".rgignore"];
 
-/// Whether a request with these file filters needs a walk to find its files, beyond the held
-/// selection ([`Selection::held`]): an include glob (which overrides ignore rules, so it can
-/// select an ignored file) or `include_ignored`. Types and `include_hidden` select only among
-/// held files; globs that all exclude only narrow.
+/// Whether a request with these file filters can select files beyond the held selection
+/// ([`Selection::held`]): an include glob (which overrides ignore rules, so it can select an
+/// ignored file) or `include_ignored`. Types and `include_hidden` select only among held files;
+/// globs that all exclude only narrow.
 pub fn selects_beyond_held(files: &FileFilter) -> bool {
-    files.include_ignored || files.globs.iter().any(|g| !g.starts_with('!'))
+    files.include_ignored || has_include_glob(files)
+}
+
+/// Whether any of the request's globs includes (does not start with `!`).
+pub fn has_include_glob(files: &FileFilter) -> bool {
+    files.globs.iter().any(|g| !g.starts_with('!'))
 }
 
 /// Whether any component of a walk name is hidden (starts with `.`): the held files that
@@ -111,8 +116,19 @@ impl HiddenRules {
         rules
     }
 
+    /// Whether ripgrep's default walk enters the directory at `rel_path`, for a directory with a
+    /// hidden component on the way to a held hidden file (elsewhere the rules do not know, and
+    /// say no).
+    pub fn enters(&self, rel_path: &str) -> bool {
+        self.entered.contains(rel_path)
+    }
+
     /// Whether ripgrep, with `files`'s flags, searches the held file at `rel_path`, as far as
-    /// hidden names decide it. Only for requests that do not [`selects_beyond_held`].
+    /// hidden names decide it. Not for `include_ignored`. An include glob, like a type, is
+    /// matched on the file before the hidden rule (an override comes first in ripgrep), so it
+    /// may select a hidden file in a directory the default walk enters; whether a glob matches
+    /// the file is [`PathFilter`]'s to say. A glob that matches a hidden directory the default
+    /// walk skips makes ripgrep enter it: such a request must walk.
     pub fn selects(&self, files: &FileFilter, rel_path: &str) -> bool {
         if files.include_hidden || !has_hidden_component(rel_path) {
             return true;
@@ -121,7 +137,8 @@ impl HiddenRules {
             return true;
         }
         let parent = rel_path.rsplit_once('/').map_or("", |(dir, _)| dir);
-        !files.types.is_empty() && (!has_hidden_component(parent) || self.entered.contains(parent))
+        (!files.types.is_empty() || has_include_glob(files))
+            && (!has_hidden_component(parent) || self.entered.contains(parent))
     }
 }
 

@@ -80,8 +80,9 @@ fn main() {
         }
     }
     // The first rare query alone, with a type (answered from the index, which holds the hidden
-    // files a type selects), with an include glob (which walks the worktree for the ignored
-    // files it can select) and with neither, interleaved so that they meet the same machine.
+    // files a type selects), with an include glob (answered from the index and the directory
+    // cache's record of the ignored files it can select) and with neither, interleaved so that
+    // they meet the same machine.
     let (mut untyped, mut typed, mut globbed) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..21 {
         for (times, edit) in [

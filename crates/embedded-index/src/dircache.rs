@@ -60,7 +60,29 @@ pub(crate) struct DirCache {
     starts: Vec<u32>,
     /// The files (indexes in path order) grouped by directory, in the order of `dirs`.
     by_dir: Vec<u32>,
+    /// What include globs ask of the directories, found on first use.
+    hidden: Derived<HiddenDirs>,
 }
+
+/// The directories with a hidden component (indexes in `dirs`), and whether each holds a
+/// selected file beneath it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct HiddenDirs {
+    dirs: Vec<(u32, bool)>,
+}
+
+/// A value derived from the rest of a [`DirCache`] on first use: equal whenever the fields it is
+/// derived from are, so it takes no part in comparisons.
+#[derive(Debug, Clone, Default)]
+struct Derived<T>(std::sync::OnceLock<T>);
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Derived<T> {}
 
 /// What [`DirCache::check`] stats besides the rules, directories and ignore files.
 #[derive(Clone, Copy)]
@@ -216,6 +238,7 @@ impl DirCache {
             text,
             starts,
             by_dir: groups.concat(),
+            hidden: Derived::default(),
         })
     }
 
@@ -238,9 +261,53 @@ impl DirCache {
         self.skipped.as_deref()
     }
 
-    /// The directories the walk entered (the root as `""`), in path order.
-    pub(crate) fn directories(&self) -> impl Iterator<Item = &str> {
-        self.dirs.iter().map(|(rel, _, _)| rel.as_str())
+    /// The directories the walk entered that have a hidden component, each with whether a
+    /// selected file lies beneath it (then ripgrep's hidden rules know whether its default walk
+    /// enters it: `HiddenRules::enters`).
+    pub(crate) fn hidden_directories(&self) -> impl Iterator<Item = (&str, bool)> {
+        let hidden = self.hidden.0.get_or_init(|| self.find_hidden_directories());
+        hidden
+            .dirs
+            .iter()
+            .map(|&(d, files)| (self.dirs[d as usize].0.as_str(), files))
+    }
+
+    /// Whether the entered directory `dir` has a hidden component and a selected file beneath
+    /// it.
+    pub(crate) fn hidden_with_files(&self, dir: &str) -> bool {
+        let hidden = self.hidden.0.get_or_init(|| self.find_hidden_directories());
+        let Ok(at) = self
+            .dirs
+            .binary_search_by(|(d, _, _)| search_profile::PathKey::compare(d, dir))
+        else {
+            return false;
+        };
+        hidden
+            .dirs
+            .binary_search_by_key(&(at as u32), |&(d, _)| d)
+            .is_ok_and(|i| hidden.dirs[i].1)
+    }
+
+    fn find_hidden_directories(&self) -> HiddenDirs {
+        let mut with_files: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (rel, _, n) in &self.dirs {
+            if *n == 0 || !search_profile::has_hidden_component(rel) {
+                continue;
+            }
+            // The directory and its ancestors with a hidden component hold a file beneath.
+            let mut at = rel.as_str();
+            while search_profile::has_hidden_component(at) && with_files.insert(at) {
+                at = parent(at);
+            }
+        }
+        let dirs = self
+            .dirs
+            .iter()
+            .enumerate()
+            .filter(|(_, (rel, _, _))| search_profile::has_hidden_component(rel))
+            .map(|(d, (rel, _, _))| (d as u32, with_files.contains(rel.as_str())))
+            .collect();
+        HiddenDirs { dirs }
     }
 
     /// Whether every recorded stamp of a rule, a directory and an ignore file still holds: then
@@ -586,6 +653,37 @@ mod tests {
         }
         assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(decode(b""), None);
+    }
+
+    #[test]
+    fn hidden_directories_know_whether_a_selected_file_lies_beneath() {
+        let dirs = ["", ".a", ".a/b", ".a/b/c", ".e", "src", "src/.h"];
+        let c = DirCache::from_parts(
+            Vec::new(),
+            dirs.iter().map(|d| (d.to_string(), s(1))).collect(),
+            Vec::new(),
+            &[".a/b/c/f.rs".into(), "src/.h/g.rs".into(), "x.rs".into()],
+        )
+        .expect("every file's directory was walked");
+        assert_eq!(
+            c.hidden_directories().collect::<Vec<_>>(),
+            [
+                (".a", true),
+                (".a/b", true),
+                (".a/b/c", true),
+                (".e", false),
+                ("src/.h", true)
+            ]
+        );
+        for (dir, expected) in [
+            (".a/b", true),
+            (".e", false),
+            ("src", false),
+            ("src/.h", true),
+            (".missing", false),
+        ] {
+            assert_eq!(c.hidden_with_files(dir), expected, "{dir}");
+        }
     }
 
     #[test]

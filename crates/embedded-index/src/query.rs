@@ -11,7 +11,6 @@ use index_contract::{
 use search_profile::rank::{self, MatchShape, Prior};
 use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
-use crate::dircache::DirCache;
 use crate::plan::{self, Plan};
 use crate::segment::{Segment, flags};
 use crate::snapshot::Snapshot;
@@ -335,8 +334,9 @@ impl EmbeddedIndex {
         let hidden_matters = !request.files.include_hidden;
         let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p.as_str());
         let hidden_dirs = cache
-            .directories()
-            .filter(|d| hidden_matters && search_profile::has_hidden_component(d));
+            .hidden_directories()
+            .filter(|_| hidden_matters)
+            .map(|(d, _)| d);
         if skipped_dirs
             .chain(hidden_dirs)
             .any(|d| filter.includes_directory(d))
@@ -345,15 +345,13 @@ impl EmbeddedIndex {
         }
         let scope = request.path.as_deref();
         let mut beyond = Vec::new();
-        let mut held_below: Option<HashSet<&str>> = None;
         for (path, _) in skipped.iter().filter(|(_, is_dir)| !is_dir) {
             if !filter.matches(path) || scope.is_some_and(|s| !index_guard::is_within(path, s)) {
                 continue;
             }
             let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
             if hidden_matters && search_profile::has_hidden_component(parent) {
-                let held_below = held_below.get_or_insert_with(|| hidden_ancestors(&cache));
-                if !held_below.contains(parent) {
+                if !cache.hidden_with_files(parent) {
                     return None;
                 }
                 if !self.hidden_rules(snap).enters(parent) {
@@ -512,25 +510,6 @@ pub(crate) fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
         }
     }
     out
-}
-
-/// The directories with a hidden component on the way to the held files the directory cache
-/// lists: those whose entry by ripgrep's default walk the hidden rules know.
-fn hidden_ancestors(cache: &DirCache) -> HashSet<&str> {
-    let mut dirs = HashSet::new();
-    for path in (0..cache.len()).map(|i| cache.path(i)) {
-        if !search_profile::has_hidden_component(path) {
-            continue;
-        }
-        let mut at = path;
-        while let Some((dir, _)) = at.rsplit_once('/') {
-            if !search_profile::has_hidden_component(dir) || !dirs.insert(dir) {
-                break;
-            }
-            at = dir;
-        }
-    }
-    dirs
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! ([`PathFilter`]).
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
@@ -43,7 +44,48 @@ const ALL_TYPES: &str = "all";
 #[derive(Debug, Clone)]
 pub struct PathFilter {
     globs: Override,
-    types: Types,
+    types: Arc<Types>,
+}
+
+/// How many type selections [`compiled_types`] keeps compiled.
+const TYPES_KEPT: usize = 8;
+
+/// The last type selections compiled, most recent first.
+static TYPES: Mutex<Vec<(Vec<String>, Arc<Types>)>> = Mutex::new(Vec::new());
+
+/// `names` compiled as ripgrep compiles `-t`, with its default definitions: from the last few
+/// compiled when they include `names`. Compiling the definitions (several hundred globs) costs
+/// more than a rare indexed query, and a person or an agent asks for the same few types again
+/// and again.
+fn compiled_types(names: &[String]) -> Result<Arc<Types>, IndexError> {
+    let mut kept = TYPES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(at) = kept.iter().position(|(n, _)| n.as_slice() == names) {
+        let hit = kept.remove(at);
+        let types = hit.1.clone();
+        kept.insert(0, hit);
+        return Ok(types);
+    }
+    drop(kept);
+    let mut types = TypesBuilder::new();
+    types.add_defaults();
+    for (index, name) in names.iter().enumerate() {
+        // `select` accepts any name; an unknown one fails at `build`, without its position.
+        // `all` is ripgrep's own: every defined type.
+        if name != ALL_TYPES && !types.definitions().iter().any(|d| d.name() == name) {
+            return Err(IndexError::UnknownFileType { index });
+        }
+        types.select(name);
+    }
+    let types = Arc::new(
+        types
+            .build()
+            .map_err(|_| IndexError::UnknownFileType { index: 0 })?,
+    );
+    let mut kept = TYPES.lock().unwrap_or_else(|p| p.into_inner());
+    kept.retain(|(n, _)| n.as_slice() != names);
+    kept.insert(0, (names.to_vec(), types.clone()));
+    kept.truncate(TYPES_KEPT);
+    Ok(types)
 }
 
 impl PathFilter {
@@ -73,22 +115,10 @@ impl PathFilter {
         if files.types.is_empty() {
             return Ok(PathFilter {
                 globs,
-                types: Types::empty(),
+                types: Arc::new(Types::empty()),
             });
         }
-        let mut types = TypesBuilder::new();
-        types.add_defaults();
-        for (index, name) in files.types.iter().enumerate() {
-            // `select` accepts any name; an unknown one fails at `build`, without its position.
-            // `all` is ripgrep's own: every defined type.
-            if name != ALL_TYPES && !types.definitions().iter().any(|d| d.name() == name) {
-                return Err(IndexError::UnknownFileType { index });
-            }
-            types.select(name);
-        }
-        let types = types
-            .build()
-            .map_err(|_| IndexError::UnknownFileType { index: 0 })?;
+        let types = compiled_types(&files.types)?;
         Ok(PathFilter { globs, types })
     }
 
@@ -100,11 +130,13 @@ impl PathFilter {
         // A walk name is matched as the name it stands for, as the walk matches it.
         let path = crate::name::os_path(rel_path);
         let path = &*path;
-        if path
-            .ancestors()
-            .skip(1)
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .any(|dir| self.globs.matched(dir, true).is_ignore())
+        // Only an excluding glob can exclude a directory.
+        if self.globs.num_ignores() > 0
+            && path
+                .ancestors()
+                .skip(1)
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .any(|dir| self.globs.matched(dir, true).is_ignore())
         {
             return false;
         }
@@ -142,6 +174,28 @@ mod tests {
 
     use super::PathFilter;
 
+    #[test]
+    fn compiled_types_are_reused_and_keep_each_selection_apart() {
+        let filter = |types: &[&str]| {
+            PathFilter::new(&FileFilter {
+                types: types.iter().map(|t| t.to_string()).collect(),
+                ..FileFilter::default()
+            })
+        };
+        let c = filter(&["c"]).unwrap();
+        let rust = filter(&["rust"]).unwrap();
+        let again = filter(&["c"]).unwrap();
+        assert!(c.matches("a.c") && !c.matches("a.rs"));
+        assert!(rust.matches("a.rs") && !rust.matches("a.c"));
+        assert!(std::sync::Arc::ptr_eq(&c.types, &again.types));
+        // An unknown type is refused with its position, compiled before or not.
+        for _ in 0..2 {
+            assert_eq!(
+                filter(&["c", "no-such-type"]).unwrap_err(),
+                index_contract::IndexError::UnknownFileType { index: 1 }
+            );
+        }
+    }
     fn check(globs: &[&str], types: &[&str], path: &str, expected: bool) {
         let filter = PathFilter::new(&FileFilter {
             globs: globs.iter().map(|g| g.to_string()).collect(),

@@ -134,13 +134,23 @@ fn main() {
             .map(|q| (q, false))
             .chain(REGEX.iter().map(|q| (q, true)))
         {
-            let (_, resp) = query_as(q, 10_000, is_regex);
+            let cap = index_contract::limits::HARD_MAX_RESULTS;
+            let (_, resp) = query_as(q, cap, is_regex);
             let ours: BTreeMap<String, u64> =
                 resp.hits.iter().map(|h| (h.path.clone(), h.line)).collect();
             let theirs = rg_first_lines(Path::new(rg), root, q, is_regex);
+            // Past the hard cap, the answer must be a full page of rg's files, marked incomplete.
+            let capped = theirs.len() > cap;
+            let identical = if capped {
+                ours.len() == cap
+                    && !resp.complete
+                    && ours.iter().all(|(p, line)| theirs.get(p) == Some(line))
+            } else {
+                ours == theirs
+            };
             agree.insert(
                 (*q).to_owned(),
-                serde_json::json!({"files": theirs.len(), "identical": ours == theirs}),
+                serde_json::json!({"files": theirs.len(), "capped": capped, "identical": identical}),
             );
         }
     }

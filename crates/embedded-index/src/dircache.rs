@@ -262,19 +262,18 @@ impl DirCache {
         self.skipped.as_deref()
     }
 
-    /// The directories the walk entered that have a hidden component, each with whether a
-    /// selected file lies beneath it (then ripgrep's hidden rules know whether its default walk
-    /// enters it: `HiddenRules::enters`).
-    pub(crate) fn hidden_directories(&self) -> impl Iterator<Item = (&str, bool)> {
+    /// The directories the walk entered that have a hidden component.
+    pub(crate) fn hidden_directories(&self) -> impl Iterator<Item = &str> {
         let hidden = self.hidden.0.get_or_init(|| self.find_hidden_directories());
         hidden
             .dirs
             .iter()
-            .map(|&(d, files)| (self.dirs[d as usize].0.as_str(), files))
+            .map(|&(d, _)| self.dirs[d as usize].0.as_str())
     }
 
     /// Whether the entered directory `dir` has a hidden component and a selected file beneath
-    /// it.
+    /// it: then ripgrep's hidden rules know whether its default walk enters `dir`
+    /// (`HiddenRules::enters`).
     pub(crate) fn hidden_with_files(&self, dir: &str) -> bool {
         let hidden = self.hidden.0.get_or_init(|| self.find_hidden_directories());
         let Ok(at) = self
@@ -668,16 +667,12 @@ mod tests {
         .expect("every file's directory was walked");
         assert_eq!(
             c.hidden_directories().collect::<Vec<_>>(),
-            [
-                (".a", true),
-                (".a/b", true),
-                (".a/b/c", true),
-                (".e", false),
-                ("src/.h", true)
-            ]
+            [".a", ".a/b", ".a/b/c", ".e", "src/.h"]
         );
         for (dir, expected) in [
+            (".a", true),
             (".a/b", true),
+            (".a/b/c", true),
             (".e", false),
             ("src", false),
             ("src/.h", true),

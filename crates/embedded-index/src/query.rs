@@ -333,10 +333,7 @@ impl EmbeddedIndex {
         let skipped = cache.skipped()?;
         let hidden_matters = !request.files.include_hidden;
         let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p.as_str());
-        let hidden_dirs = cache
-            .hidden_directories()
-            .filter(|_| hidden_matters)
-            .map(|(d, _)| d);
+        let hidden_dirs = cache.hidden_directories().filter(|_| hidden_matters);
         if skipped_dirs
             .chain(hidden_dirs)
             .any(|d| filter.includes_directory(d))

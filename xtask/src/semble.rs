@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::{cargo, root, run};
 
-const USAGE: &str = "usage: cargo xtask eval semble [--set DIR] [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always]";
+const USAGE: &str = "usage: cargo xtask eval semble [--set DIR] [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always] [--per-query FILE]";
 
 /// One repository of the set, as `published.json` describes it.
 struct Repo {
@@ -54,6 +54,7 @@ pub(crate) fn semble(args: &[String]) -> Result<(), String> {
     let mut only: Vec<String> = Vec::new();
     let mut model: Option<PathBuf> = None;
     let mut rerank: Option<String> = None;
+    let mut per_query: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -61,6 +62,7 @@ pub(crate) fn semble(args: &[String]) -> Result<(), String> {
             "--repo" => only.push(it.next().ok_or(USAGE)?.clone()),
             "--model-dir" => model = Some(it.next().map(PathBuf::from).ok_or(USAGE)?),
             "--rerank" => rerank = Some(it.next().ok_or(USAGE)?.clone()),
+            "--per-query" => per_query = Some(it.next().map(PathBuf::from).ok_or(USAGE)?),
             _ => return Err(USAGE.into()),
         }
     }
@@ -106,6 +108,9 @@ pub(crate) fn semble(args: &[String]) -> Result<(), String> {
         let scored = score_repo(repo, &queries, &tree, &setup)?;
         rows.push((repo, queries.len(), Some(scored)));
     }
+    if let Some(file) = &per_query {
+        write_per_query(file, &rows)?;
+    }
     print_table(&rows);
     Ok(())
 }
@@ -146,15 +151,10 @@ fn annotations(set: &Path, name: &str) -> Result<Vec<Query>, String> {
     let items = a.as_array().ok_or("an annotations file is not a list")?;
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|l| {
-                l.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
+            .map(|l| l.iter().filter_map(target_path).collect())
             .unwrap_or_default()
     };
-    Ok(items
+    items
         .iter()
         .map(|q| {
             let mut targets = strings(&q["relevant"]);
@@ -163,13 +163,28 @@ fn annotations(set: &Path, name: &str) -> Result<Vec<Query>, String> {
                     targets.push(s);
                 }
             }
-            Query {
-                text: q["query"].as_str().unwrap_or_default().to_owned(),
+            let text = q["query"].as_str().unwrap_or_default().to_owned();
+            // A query with no target could only score 0, whatever the search answers.
+            if targets.is_empty() {
+                return Err(format!("{name}: the query `{text}` names no target"));
+            }
+            Ok(Query {
+                text,
                 category: q["category"].as_str().unwrap_or("unknown").to_owned(),
                 targets,
-            }
+            })
         })
-        .collect())
+        .collect()
+}
+
+/// A target's path: the set names a target by its path, or by an object with its `path` and the
+/// lines that matter when results are chunks. Results here are files, and for a file list the
+/// path alone decides (the set's README), so the lines are not read.
+fn target_path(target: &Value) -> Option<String> {
+    target
+        .as_str()
+        .or_else(|| target["path"].as_str())
+        .map(str::to_owned)
 }
 
 /// Fetches and unpacks `repo` once (a stamp marks a finished unpack), and returns its benchmark
@@ -367,6 +382,21 @@ struct Scored {
     semantic: f64,
     literal: f64,
     by_category: BTreeMap<String, Vec<f64>>,
+    /// Each query's `semantic` answer and score, for `--per-query`.
+    answers: Vec<Value>,
+}
+
+/// Writes every query's `semantic` answer, one JSON object per line, so that a change to the
+/// ranking can be read query by query; the results are still reported as means.
+fn write_per_query(file: &Path, rows: &[(&Repo, usize, Option<Scored>)]) -> Result<(), String> {
+    let mut out = String::new();
+    for (_, _, scored) in rows {
+        for answer in scored.iter().flat_map(|s| &s.answers) {
+            out.push_str(&answer.to_string());
+            out.push('\n');
+        }
+    }
+    std::fs::write(file, out).map_err(|e| format!("{}: {e}", file.display()))
 }
 
 fn score_repo(
@@ -382,7 +412,7 @@ fn score_repo(
         .as_deref()
         .map(|b| format!("{}/", b.trim_end_matches('/')))
         .unwrap_or_default();
-    let (mut semantic, mut literal) = (Vec::new(), Vec::new());
+    let (mut semantic, mut literal, mut answers) = (Vec::new(), Vec::new(), Vec::new());
     let mut by_category: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for q in queries {
         let mut args = vec!["--mode".to_owned(), "semantic".to_owned()];
@@ -393,7 +423,16 @@ fn score_repo(
         if let Some(r) = setup.rerank {
             args.push(format!("--rerank={r}"));
         }
-        let s = ndcg10(&search(setup, tree, &q.text, &args)?, &prefix, &q.targets);
+        let files = search(setup, tree, &q.text, &args)?;
+        let s = ndcg10(&files, &prefix, &q.targets);
+        answers.push(serde_json::json!({
+            "repo": repo.name,
+            "category": q.category,
+            "query": q.text,
+            "targets": q.targets,
+            "answer": files.iter().map(|f| format!("{prefix}{f}")).collect::<Vec<_>>(),
+            "ndcg10": s,
+        }));
         let l = ndcg10(
             &search(
                 setup,
@@ -420,6 +459,7 @@ fn score_repo(
         semantic: mean(&semantic),
         literal: mean(&literal),
         by_category,
+        answers,
     })
 }
 
@@ -546,7 +586,24 @@ fn print_table(rows: &[(&Repo, usize, Option<Scored>)]) {
 
 #[cfg(test)]
 mod tests {
-    use super::ndcg10;
+    use super::{ndcg10, target_path};
+
+    #[test]
+    fn a_target_with_a_line_range_is_scored_by_its_path() {
+        let check = |target: serde_json::Value, expected: Option<&str>| {
+            assert_eq!(target_path(&target).as_deref(), expected, "{target}");
+        };
+        check(
+            serde_json::json!("lib/rack/request.rb"),
+            Some("lib/rack/request.rb"),
+        );
+        check(
+            serde_json::json!({"path": "lib/rack/builder.rb", "start_line": 36, "end_line": 80}),
+            Some("lib/rack/builder.rb"),
+        );
+        check(serde_json::json!({"start_line": 1}), None);
+        check(serde_json::json!(3), None);
+    }
 
     fn check(results: &[&str], prefix: &str, targets: &[&str], expected: f64) {
         let results: Vec<String> = results.iter().map(|s| (*s).to_owned()).collect();

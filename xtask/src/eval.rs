@@ -317,7 +317,7 @@ pub(crate) fn eval(args: &[String]) -> Result<(), String> {
     if args.first().map(String::as_str) == Some("semble") {
         return crate::semble::semble(&args[1..]);
     }
-    const USAGE: &str = "usage: cargo xtask eval semble [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always]\n   or: cargo xtask eval semantic [--corpus python|kernel|all] [--model-dir DIR] [--static FILE] [--rerank-queries N] [--rerank-depth N] [--rerank-tokens N] [--tune] [--dev] [--minilm-cache FILE]";
+    const USAGE: &str = "usage: cargo xtask eval semble [--repo NAME]... [--model-dir DIR] [--rerank never|kept|always] [--per-query FILE]\n   or: cargo xtask eval semantic [--corpus python|kernel|all] [--model-dir DIR] [--static FILE] [--rerank-queries N] [--rerank-depth N] [--rerank-tokens N] [--tune] [--dev] [--minilm-cache FILE]";
     if args.first().map(String::as_str) != Some("semantic") {
         return Err(USAGE.into());
     }

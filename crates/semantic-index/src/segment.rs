@@ -219,11 +219,15 @@ pub(crate) fn encode(files: &[FileData], dim: usize) -> Vec<u8> {
     out
 }
 
-/// The sub-tokens of a file's name without its extensions, as the file-name boost reads them.
+/// The sub-tokens of a file's name without its extensions, in the form the file-name boost
+/// matches them ([`crate::text::name_stem`]).
 pub(crate) fn file_words(path: &str) -> Vec<String> {
     let name = path.rsplit('/').next().unwrap_or(path);
     let stem = name.split('.').next().unwrap_or(name);
-    let mut words = crate::text::sub_tokens(stem);
+    let mut words: Vec<String> = crate::text::sub_tokens(stem)
+        .iter()
+        .map(|w| crate::text::name_stem(w))
+        .collect();
     words.sort();
     words.dedup();
     words

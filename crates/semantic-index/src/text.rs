@@ -59,6 +59,60 @@ fn stem(word: String) -> String {
     }
 }
 
+/// A word as the file-name boost matches it: the endings that turn one word of a subject into
+/// another cut (`quantize`, `quantized` and `quantization` → `quant`; `tokenizer` and
+/// `tokenization` → `token`; `logging` and `logger` → `log`), so that a question's verb meets the
+/// file named by its noun. Both the file's words and the query's terms take this form. BM25 keeps
+/// the lighter [`sub_tokens`] stem: with this one on every term, semble's questions scored lower
+/// (docs/semantic-design.md, "File names").
+pub(crate) fn name_stem(word: &str) -> String {
+    // Longer endings first wherever one ends another.
+    const ENDINGS: [&str; 25] = [
+        "izations", "ization", "isation", "ations", "ation", "izers", "izer", "ized", "izes",
+        "ize", "ings", "ing", "ers", "er", "ed", "ions", "ion", "ences", "ence", "ities", "ity",
+        "ies", "es", "s", "e",
+    ];
+    // An `s` is a plural's, not the end of `class`, `status` or `analysis`.
+    let plural = |e: &str| e != "s" || !["ss", "us", "is"].iter().any(|x| word.ends_with(x));
+    let cut = ENDINGS
+        .iter()
+        .filter(|e| plural(e))
+        .find_map(|e| word.strip_suffix(e).filter(|s| s.chars().count() >= 3))
+        .unwrap_or(word);
+    // A doubled final consonant is one (`mapping` → `mapp` → `map`), except the `l`, `s` and `z`
+    // that English doubles in the stem itself (`distill`, `class`, `buzz`).
+    let mut chars: Vec<char> = cut.chars().collect();
+    if let [.., a, b] = chars[..]
+        && a == b
+        && a.is_ascii_alphabetic()
+        && !matches!(a, 'a' | 'e' | 'i' | 'o' | 'u' | 'l' | 's' | 'z')
+        && chars.len() > 3
+    {
+        chars.pop();
+    }
+    chars.into_iter().collect()
+}
+
+/// The query's terms the file-name boost matches: each [`name_stem`]med, without the words
+/// that say nothing about a subject (`how`, `the`, `for`, …), which no file is named after and
+/// which would otherwise dilute the share of a question's words a file's name holds.
+pub(crate) fn name_terms(terms: &[String]) -> Vec<String> {
+    const STOPWORDS: [&str; 40] = [
+        "an", "and", "are", "as", "at", "be", "by", "do", "does", "for", "from", "has", "have",
+        "how", "if", "in", "into", "is", "it", "its", "not", "of", "on", "or", "that", "the",
+        "their", "this", "to", "was", "what", "when", "where", "which", "who", "why", "with",
+        "used", "using", "via",
+    ];
+    let mut out: Vec<String> = terms
+        .iter()
+        .filter(|t| !STOPWORDS.contains(&t.as_str()))
+        .map(|t| name_stem(t))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Text as the embedders read it: identifiers cut into words, so that `getUserName` reaches the
 /// word-piece vocabulary as `get user name` rather than as `getuse ##rna ##me`.
 pub fn for_embedding(text: &str) -> String {
@@ -112,6 +166,43 @@ mod tests {
         );
         check("a class is", &["a", "class", "is"], &["class", "is"]);
         check("x2y", &["x2y"], &["x2y"]);
+    }
+
+    #[test]
+    fn name_stems_meet_across_the_forms_of_a_word() {
+        let check = |words: &[&str], stem: &str| {
+            for w in words {
+                assert_eq!(name_stem(w), stem, "{w}");
+            }
+        };
+        check(
+            &["quantize", "quantized", "quantization", "quantizer"],
+            "quant",
+        );
+        check(&["tokenizer", "tokenization", "tokenize", "token"], "token");
+        check(&["logging", "logger", "log"], "log");
+        check(&["mapping", "map", "mapped"], "map");
+        check(&["distill", "distillation", "distilled"], "distill");
+        check(&["parse", "parser", "parsing"], "pars");
+        check(&["route", "router", "routing"], "rout");
+        // Short words keep what would leave fewer than three letters.
+        check(&["is"], "is");
+        check(&["use"], "use");
+        check(&["class"], "class");
+        check(&["bus", "buses"], "bus");
+        check(&["status"], "status");
+        check(&[""], "");
+    }
+
+    #[test]
+    fn name_terms_are_a_questions_subject_words_stemmed() {
+        let check = |query: &str, expected: &[&str]| {
+            assert_eq!(name_terms(&sub_tokens(query)), expected, "{query}");
+        };
+        check("how the weights are quantized", &["quant", "weight"]);
+        check("Where is the tokenizer used?", &["token"]);
+        check("how is it done", &["don"]);
+        check("", &[]);
     }
 
     #[test]

@@ -14,7 +14,8 @@ use super::error::StoreError;
 /// 3: a front-coded dictionary and 16-byte content hashes (segment magic `RSSEMSG2`).
 /// 4: a chunk is searched under its file's path (`crate::searched_text`): BM25 terms, static
 /// vectors and content hashes read it.
-pub(super) const FORMAT: u32 = 4;
+/// 5: a file's name words are kept as their name stems (`crate::text::name_stem`).
+pub(super) const FORMAT: u32 = 5;
 
 /// One segment of a committed version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

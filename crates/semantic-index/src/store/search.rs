@@ -5,14 +5,18 @@
 use crate::rank::{Weights, combine, file_score, quantize};
 use crate::segment::{DEFINITION, FILE_NAME, HASH_BYTES, Segment};
 use crate::statics::StaticModel;
-use crate::text::sub_tokens;
+use crate::text::{name_terms, sub_tokens};
 
 use super::Store;
 use super::scan::scan;
 
 /// How much the trigram index's path prior (1 for ordinary source, less for tests, docs and
 /// vendored code) weighs: a hit's score is `hybrid · (1 − PRIOR_WEIGHT + PRIOR_WEIGHT · prior)`.
-pub const PRIOR_WEIGHT: f32 = 0.2;
+/// Questions about how code works want the code before its tests and its documentation: on
+/// semble's questions the mean NDCG@10 was 0.793, 0.804, 0.807 and 0.809 at 0.2, 0.4, 0.6 and
+/// 0.8. At 1 a test would score at most 0.6 of its code, so a question about tests still finds
+/// them by its words.
+pub const PRIOR_WEIGHT: f32 = 0.8;
 /// A semantic answer holds at most this many files: ranking by meaning has no match set, so the
 /// answer is the head of the ranking.
 pub const MAX_ANSWER_FILES: usize = 100;
@@ -55,7 +59,9 @@ impl Store {
         let qv = query_vector(statics, &self.idf, self.live_chunks, query);
         let (q, qscale) = quantize(&qv);
         // The lexical scores are computed on this thread while the others scan.
-        let (cosines, cos_top, lexical) = self.cosines(&q, qscale, || self.lexical(&terms));
+        let name_terms = name_terms(&terms);
+        let (cosines, cos_top, lexical) =
+            self.cosines(&q, qscale, || self.lexical(&terms, &name_terms));
         let Lexical {
             bm25,
             defs,
@@ -78,7 +84,9 @@ impl Store {
                     continue;
                 }
                 let (first, chunks, prior) = seg.file_chunks(f);
-                let name = share(names[si].get(f as usize).copied().unwrap_or(0));
+                let name = names[si]
+                    .get(f as usize)
+                    .map_or(0.0, |&k| f32::from(k) / name_terms.len().max(1) as f32);
                 let mut top: Option<(f32, u32)> = None;
                 let mut second = 0.0f32;
                 for c in first..first + chunks {
@@ -141,7 +149,7 @@ impl Store {
 
     /// BM25 over the query's `terms`, per segment and chunk; definition-name matches per chunk and
     /// file-name matches per file (allocated only for a segment with a match).
-    fn lexical(&self, terms: &[String]) -> Lexical {
+    fn lexical(&self, terms: &[String], name_terms: &[String]) -> Lexical {
         let whole = &self.untouched;
         let n = self.live_chunks.max(1) as f32;
         let live_chunk = |si: usize, seg: &Segment, c: u32| {
@@ -210,6 +218,10 @@ impl Store {
                 for (c, _) in seg.postings(&format!("{DEFINITION}{t}")) {
                     count(&mut defs[si], seg.n_chunks, c);
                 }
+            }
+        }
+        for t in name_terms {
+            for (si, seg) in self.segments.iter().enumerate() {
                 for (f, _) in seg.postings(&format!("{FILE_NAME}{t}")) {
                     count(&mut names[si], seg.n_files, f);
                 }

@@ -32,6 +32,33 @@ pub(super) fn lcg(state: &mut u64) -> u64 {
     *state >> 33
 }
 
+/// A store built from `contents` (path → text, every file of prior 1), in a directory that lives
+/// as long as the returned guard.
+fn built_store(contents: &HashMap<String, String>) -> (tempfile::TempDir, Store) {
+    let mut paths: Vec<&String> = contents.keys().collect();
+    paths.sort();
+    let files: Vec<SourceFile> = paths
+        .into_iter()
+        .map(|p| SourceFile {
+            path: p.clone(),
+            version: 1,
+            prior: 1.0,
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::catch_up(
+        dir.path(),
+        statics(),
+        "m",
+        "r1",
+        &files,
+        &|p: &str| contents.get(p).cloned(),
+        None,
+    )
+    .unwrap();
+    (dir, store)
+}
+
 /// A repository of fewer chunks than a large segment is one small segment after its build.
 /// One-file updates merge their own segments once there are too many, and never read the
 /// build's files again.
@@ -248,25 +275,7 @@ fn a_file_matching_in_two_places_outranks_one_matching_once() {
     for (path, text) in &contents {
         assert_eq!(chunk_file(path, text).len(), 2, "{path}");
     }
-    let files: Vec<SourceFile> = ["a.txt", "b.txt"]
-        .iter()
-        .map(|p| SourceFile {
-            path: (*p).to_owned(),
-            version: 1,
-            prior: 1.0,
-        })
-        .collect();
-    let store_dir = tempfile::tempdir().unwrap();
-    let (store, _) = Store::catch_up(
-        store_dir.path(),
-        statics,
-        "m",
-        "r1",
-        &files,
-        &|p: &str| contents.get(p).cloned(),
-        None,
-    )
-    .unwrap();
+    let (_dir, store) = built_store(&contents);
     let first = |weights: &Weights| {
         store.search(statics, "zebra harness quantum", weights, &|_| true, 2)[0]
             .path
@@ -278,4 +287,48 @@ fn a_file_matching_in_two_places_outranks_one_matching_once() {
         ..Weights::default()
     };
     assert_eq!(first(&best_alone), "a.txt");
+}
+
+/// A question's word meets the file named after its subject in another form (`quantize` and
+/// `quantization.py`): the file-name boost adds its share to that file alone.
+#[test]
+fn a_question_meets_the_file_named_after_its_subject_in_another_form() {
+    let statics = statics();
+    let text = "def run(values, scale):\n    return [v * scale for v in values]\n";
+    let paths = ["lib/quantization.py", "lib/tokenizer.py"];
+    let contents: HashMap<String, String> = paths
+        .iter()
+        .map(|p| ((*p).to_owned(), text.to_owned()))
+        .collect();
+    let (_dir, store) = built_store(&contents);
+    // The score of `named` minus the other file's, with the name boost's weight moved to the
+    // definition boost (which neither file earns) so that every weight sums the same.
+    let gap = |query: &str, named: &str, boost: bool| {
+        let defaults = Weights::default();
+        let weights = if boost {
+            defaults
+        } else {
+            Weights {
+                file_name: 0.0,
+                definition: defaults.definition + defaults.file_name,
+                ..defaults
+            }
+        };
+        let hits = store.search(statics, query, &weights, &|_| true, 2);
+        let score = |p: &str| hits.iter().find(|h| h.path == p).map_or(0.0, |h| h.score);
+        let other = paths.iter().find(|p| **p != named).unwrap();
+        score(named) - score(other)
+    };
+    for (query, named) in [
+        ("how the weights are quantized", "lib/quantization.py"),
+        ("tokenization of the input", "lib/tokenizer.py"),
+    ] {
+        let (with, without) = (gap(query, named, true), gap(query, named, false));
+        assert!(with > 0.0, "{query}: {named} is not first ({with})");
+        assert!(
+            with - without > 0.03,
+            "{query}: the name adds {}",
+            with - without
+        );
+    }
 }

@@ -11,6 +11,12 @@ pub struct CountingAllocator;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 
+/// Counts `size` newly live bytes and raises the peak to the new total.
+fn added(size: usize) {
+    let now = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
 // SAFETY: every call forwards to `System` with the caller's own arguments; the counters are
 // plain atomics and never affect what is allocated.
 #[allow(unsafe_code)]
@@ -19,8 +25,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
+            added(layout.size());
         }
         p
     }
@@ -33,8 +38,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
+            added(layout.size());
         }
         p
     }
@@ -50,8 +54,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            let now = LIVE.fetch_add(new_size, Ordering::Relaxed) + new_size;
-            PEAK.fetch_max(now, Ordering::Relaxed);
+            added(new_size);
         }
         p
     }

@@ -51,8 +51,9 @@ pub enum Scorer {
 
 /// The ranking's weights. The hybrid score is
 /// `(bm25 · bm25/max bm25 + dense · max(cos, 0) + definition · d + file_name · f) / sum of weights`
-/// where `d` (`f`) is the fraction of the query's terms that name a definition in the chunk (a word
-/// of the file name); the re-ranked score is `rerank · minilm_cos + (1 − rerank) · hybrid/top`.
+/// where `d` is the fraction of the query's terms that name a definition in the chunk and `f` the
+/// fraction of its subject terms that are words of the file's name, both sides in their name
+/// stems (`text::name_terms`); the re-ranked score is `rerank · minilm_cos + (1 − rerank) · hybrid/top`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Weights {
     /// The weight of the max-normalised BM25 score.
@@ -269,22 +270,7 @@ impl<'m> SemanticIndex<'m> {
         let mut terms = sub_tokens(query);
         terms.sort();
         terms.dedup();
-        let share = |words: &[String]| {
-            if terms.is_empty() {
-                0.0
-            } else {
-                terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
-            }
-        };
         let name_terms = name_terms(&terms);
-        let name_share = |words: &[String]| {
-            if name_terms.is_empty() {
-                0.0
-            } else {
-                name_terms.iter().filter(|t| words.contains(t)).count() as f32
-                    / name_terms.len() as f32
-            }
-        };
         let cosines: Vec<f32> = (0..self.chunks.len())
             .map(|c| {
                 let row = &self.dense[c * dim..(c + 1) * dim];
@@ -315,8 +301,8 @@ impl<'m> SemanticIndex<'m> {
                     &w,
                     lexical,
                     cosine(),
-                    share(&self.definitions[c]),
-                    name_share(&self.file_words[doc as usize]),
+                    share(&terms, &self.definitions[c]),
+                    share(&name_terms, &self.file_words[doc as usize]),
                 ),
             };
             let entry = best.entry(doc).or_insert((f32::NEG_INFINITY, c));
@@ -507,6 +493,15 @@ pub(crate) fn combine(
 pub(crate) fn file_score(w: &Weights, best: f32, second: f32) -> f32 {
     let weight = w.second_chunk.max(0.0);
     (best + weight * second) / (1.0 + weight)
+}
+
+/// The share of `terms` that are among `words` (0 without terms).
+fn share(terms: &[String], words: &[String]) -> f32 {
+    if terms.is_empty() {
+        0.0
+    } else {
+        terms.iter().filter(|t| words.contains(t)).count() as f32 / terms.len() as f32
+    }
 }
 
 /// A unit vector as int8 with one scale: `v[i] ≈ q[i] · scale`.

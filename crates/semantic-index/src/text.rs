@@ -64,7 +64,7 @@ fn stem(word: String) -> String {
 /// `tokenization` → `token`; `logging` and `logger` → `log`), so that a question's verb meets the
 /// file named by its noun. Both the file's words and the query's terms take this form. BM25 keeps
 /// the lighter [`sub_tokens`] stem: with this one on every term, semble's questions scored lower
-/// (docs/semantic-design.md, "File names").
+/// (docs/semantic-design.md, "File names and the path prior").
 pub(crate) fn name_stem(word: &str) -> String {
     // Longer endings first wherever one ends another.
     const ENDINGS: [&str; 25] = [
@@ -81,16 +81,17 @@ pub(crate) fn name_stem(word: &str) -> String {
         .unwrap_or(word);
     // A doubled final consonant is one (`mapping` → `mapp` → `map`), except the `l`, `s` and `z`
     // that English doubles in the stem itself (`distill`, `class`, `buzz`).
-    let mut chars: Vec<char> = cut.chars().collect();
-    if let [.., a, b] = chars[..]
-        && a == b
-        && a.is_ascii_alphabetic()
-        && !matches!(a, 'a' | 'e' | 'i' | 'o' | 'u' | 'l' | 's' | 'z')
-        && chars.len() > 3
-    {
-        chars.pop();
+    match cut.as_bytes() {
+        [.., a, b]
+            if a == b
+                && a.is_ascii_alphabetic()
+                && !matches!(a, b'a' | b'e' | b'i' | b'o' | b'u' | b'l' | b's' | b'z')
+                && cut.chars().count() > 3 =>
+        {
+            cut[..cut.len() - 1].to_owned()
+        }
+        _ => cut.to_owned(),
     }
-    chars.into_iter().collect()
 }
 
 /// The query's terms the file-name boost matches: each [`name_stem`]med, without the words

@@ -70,12 +70,12 @@ pub(crate) fn bench(args: &[String]) -> Result<(), String> {
         let dir = root()
             .join("target/corpus")
             .join(corpus::copies_name(copies));
-        if !dir.join(".repo-search-corpus-ready").exists() {
+        if !dir.join(corpus::READY).exists() {
             return Err(format!(
                 "{} is not prepared: run `cargo xtask corpus linux --copies {copies}` first \
                  (it needs about {} GB of free disk)",
                 dir.display(),
-                u64::from(copies) * 35 / 10
+                u64::from(copies) * corpus::BYTES_PER_COPY / 1_000_000_000
             ));
         }
         index_vs_codesearch(&bin, &dir, &format!("Linux 6.12 x{copies}"))?;
@@ -121,7 +121,7 @@ fn literal_vs_rg(bin: &Path) -> Result<(), String> {
         ["needle_rare_token", "common_marker_53"],
     )];
     let linux = corpus::linux_dir();
-    if linux.join(".repo-search-corpus-ready").exists() {
+    if linux.join(corpus::READY).exists() {
         corpora.push((
             "linux 6.12",
             linux,

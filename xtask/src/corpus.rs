@@ -47,7 +47,10 @@ const USAGE: &str = "usage: cargo xtask corpus linux [--copies N] | tokio";
 
 /// Free disk a copy of Linux needs: the 1.5 GB tree, and the indexes `cargo xtask bench` builds
 /// of it (codesearch's, two of ours), with room to spare.
-const BYTES_PER_COPY: u64 = 3_500_000_000;
+pub(crate) const BYTES_PER_COPY: u64 = 3_500_000_000;
+
+/// The file that marks a corpus directory as completely prepared.
+pub(crate) const READY: &str = ".repo-search-corpus-ready";
 
 /// The name of the corpus of `n` copies of Linux (`linux-x10`), as `bench --corpus` takes it.
 pub(crate) fn copies_name(n: u32) -> String {
@@ -57,7 +60,7 @@ pub(crate) fn copies_name(n: u32) -> String {
 /// Prepares `n` copies of the Linux corpus as one repository once; later calls return at once.
 pub(crate) fn linux_copies(n: u32) -> Result<PathBuf, String> {
     let dir = root().join("target").join("corpus").join(copies_name(n));
-    let done = dir.join(".repo-search-corpus-ready");
+    let done = dir.join(READY);
     if done.exists() {
         return Ok(dir);
     }
@@ -87,8 +90,7 @@ pub(crate) fn linux_copies(n: u32) -> Result<PathBuf, String> {
         // The tree without its repository and marker: each copy is a directory of the one
         // repository made below, whose .gitignore files apply beneath it as a subproject's do.
         run(Command::new("sh").arg("-c").arg(format!(
-            "tar -C '{}' --exclude=./.git --exclude=./.repo-search-corpus-ready -cf - . \
-             | tar -C '{}' -xf -",
+            "tar -C '{}' --exclude=./.git --exclude=./{READY} -cf - . | tar -C '{}' -xf -",
             source.display(),
             copy.display()
         )))?;
@@ -120,7 +122,7 @@ fn free_bytes(dir: &Path) -> Result<u64, String> {
 /// Prepares the corpus once; later calls return at once.
 pub(crate) fn linux() -> Result<PathBuf, String> {
     let dir = linux_dir();
-    let done = dir.join(".repo-search-corpus-ready");
+    let done = dir.join(READY);
     if done.exists() {
         return Ok(dir);
     }
@@ -207,7 +209,7 @@ fn locked_version(package: &str) -> Result<String, String> {
 /// Prepares the tokio corpus once (`target/corpus/tokio`); later calls return at once.
 pub(crate) fn tokio() -> Result<PathBuf, String> {
     let dir = root().join("target").join("corpus").join("tokio");
-    let done = dir.join(".repo-search-corpus-ready");
+    let done = dir.join(READY);
     if done.exists() {
         return Ok(dir);
     }

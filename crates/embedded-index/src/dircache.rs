@@ -32,9 +32,9 @@ pub(crate) const DIR_CACHE: &str = "dircache";
 const MAGIC: &[u8; 8] = b"RSDIRC\0\x04";
 const RACY: Duration = Duration::from_secs(2);
 /// A cache file larger than this is damage: its size is checked before it is read, so a damaged
-/// cache of any size costs at most this much memory, the bound of every index file. A walk whose
-/// cache would be larger (about 1.3 million files with paths like Linux's; ten copies of Linux,
-/// 862 431 files, take 50 MB) is not cached: every refresh of such a tree walks.
+/// cache of any size costs at most this much to read. A walk whose cache would be larger (about
+/// 1.3 million files with paths like Linux's; ten copies of Linux, 862 431 files, take 50 MB) is
+/// not cached: every refresh of such a tree walks.
 pub(crate) const MAX_BYTES: u64 = 64 << 20;
 /// A `.git` file or a `commondir` larger than this names no directory.
 const MAX_POINTER_BYTES: u64 = 64 << 10;
@@ -99,7 +99,7 @@ fn lstat(path: &Path) -> Option<Stamp> {
 }
 
 /// The directory part of a repo-relative path (`""` at the root).
-fn parent(rel: &str) -> &str {
+pub(crate) fn parent(rel: &str) -> &str {
     rel.rfind('/').map_or("", |at| &rel[..at])
 }
 

@@ -346,7 +346,7 @@ impl EmbeddedIndex {
             if !filter.matches(path) || scope.is_some_and(|s| !index_guard::is_within(path, s)) {
                 continue;
             }
-            let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let parent = crate::dircache::parent(path);
             if hidden_matters && search_profile::has_hidden_component(parent) {
                 if !cache.hidden_with_files(parent) {
                     return None;

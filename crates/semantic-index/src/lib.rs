@@ -38,6 +38,7 @@ mod segment;
 mod statics;
 mod store;
 mod text;
+mod variants;
 mod vector_log;
 
 pub use backend::CompositeBackend;

@@ -325,13 +325,21 @@ impl Segment {
     }
 
     fn string(&self, off: u32, len: u32) -> &str {
+        std::str::from_utf8(self.bytes(off, len)).unwrap_or_default()
+    }
+
+    fn bytes(&self, off: u32, len: u32) -> &[u8] {
         let start = self.at[2] + off as usize;
-        std::str::from_utf8(
-            self.map
-                .get(start..start + len as usize)
-                .unwrap_or_default(),
-        )
-        .unwrap_or_default()
+        self.map
+            .get(start..start + len as usize)
+            .unwrap_or_default()
+    }
+
+    /// A file's path as its bytes, not checked to be UTF-8: for a pass over every path that
+    /// looks for ASCII alone.
+    pub(crate) fn path_bytes(&self, i: u32) -> &[u8] {
+        let r = self.at[0] + i as usize * FILE_ROW;
+        self.bytes(self.u32_at(r), self.u32_at(r + 4))
     }
 
     /// A file's first chunk, chunk count and path prior, without reading its path.

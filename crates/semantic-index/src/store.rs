@@ -70,6 +70,9 @@ pub struct Store {
     /// Per segment: whether no later commit replaced or removed any of its files (a query then
     /// checks no chunk's liveness there).
     untouched: Vec<bool>,
+    /// The live files' version directories ([`crate::variants::version_dirs`]), found on the
+    /// first question whose candidates lie in one.
+    versions: std::sync::OnceLock<Vec<(Vec<u8>, u32)>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -173,6 +176,7 @@ impl Store {
             idf,
             live_chunks,
             untouched,
+            versions: std::sync::OnceLock::new(),
         })
     }
 
@@ -226,6 +230,17 @@ impl Store {
                 (seg.file(f).path.to_owned(), hashes)
             })
             .collect()
+    }
+
+    /// The live files' version directories, found once per version of the store.
+    pub(crate) fn version_dirs(&self) -> &[(Vec<u8>, u32)] {
+        self.versions.get_or_init(|| {
+            crate::variants::version_dirs(
+                self.live_files()
+                    .into_iter()
+                    .map(|(si, f)| self.segments[si].path_bytes(f)),
+            )
+        })
     }
 
     /// Every live file: (segment, file id).

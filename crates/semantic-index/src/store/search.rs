@@ -6,6 +6,7 @@ use crate::rank::{Weights, combine, file_score, quantize};
 use crate::segment::{DEFINITION, FILE_NAME, HASH_BYTES, Segment};
 use crate::statics::StaticModel;
 use crate::text::{name_terms, sub_tokens};
+use crate::variants::{VARIANT_PRIOR, Variants};
 
 use super::Store;
 use super::scan::scan;
@@ -120,14 +121,10 @@ impl Store {
                 }
             }
         }
+        let wanted = limit.min(MAX_ANSWER_FILES);
+        self.lower_variants(query, &mut best, wanted, keep);
         let path_of = |&(_, si, f, _): &(f32, usize, u32, u32)| self.segments[si].file(f).path;
-        let kept = best_kept(
-            &mut best,
-            limit.min(MAX_ANSWER_FILES),
-            |b| b.0,
-            path_of,
-            keep,
-        );
+        let kept = best_kept(&mut best, wanted, |b| b.0, path_of, keep);
         let floor = kept.first().map_or(0.0, |b| b.0 * RELATIVE_FLOOR);
         kept.into_iter()
             .take_while(|b| b.0 >= floor)
@@ -301,6 +298,69 @@ impl Store {
 /// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
 /// scores in path order. Only the best block of scores is sorted (one more block at a time when
 /// `keep` refuses too many): a query scores every file, and the answer needs a few.
+impl Store {
+    /// Multiplies the path prior of each variant in `best` (another platform's code, a
+    /// superseded version: [`crate::variants`]) by [`VARIANT_PRIOR`], wherever that can change
+    /// which `wanted` files of those `keep` accepts rank first, and which pass the floor.
+    ///
+    /// A variant keeps at least `least = 1 − PRIOR_WEIGHT · (1 − VARIANT_PRIOR)` of its score.
+    /// Files are looked at best first, a block at a time; the pass stops at the first file whose
+    /// score, even unlowered, is under both the `wanted`-th best lowered score of the files
+    /// `keep` accepts and the floor's share of the best score times `least`: every file after it
+    /// would rank below the answer or under its floor either way, so its path is never read.
+    fn lower_variants(
+        &self,
+        query: &str,
+        best: &mut [(f32, usize, u32, u32)],
+        wanted: usize,
+        keep: &dyn Fn(&str) -> bool,
+    ) {
+        let top = best.iter().map(|b| b.0).fold(0.0f32, f32::max);
+        let least = 1.0 - PRIOR_WEIGHT * (1.0 - VARIANT_PRIOR);
+        let reach = top * RELATIVE_FLOOR * least;
+        let variants = Variants::new(query, std::env::consts::OS);
+        // The `wanted` best lowered scores of accepted files, the least on top.
+        let mut answer: std::collections::BinaryHeap<std::cmp::Reverse<u32>> =
+            std::collections::BinaryHeap::with_capacity(wanted + 1);
+        let descending =
+            |a: &(f32, usize, u32, u32), b: &(f32, usize, u32, u32)| b.0.total_cmp(&a.0);
+        let mut rest = best;
+        while !rest.is_empty() {
+            let all = std::mem::take(&mut rest);
+            let block = all.len().min(4 * wanted.max(64));
+            if block < all.len() {
+                all.select_nth_unstable_by(block - 1, descending);
+            }
+            let (head, tail) = all.split_at_mut(block);
+            head.sort_by(descending);
+            for (score, si, f, _) in head.iter_mut() {
+                let bar = match answer.peek() {
+                    Some(std::cmp::Reverse(b)) if answer.len() == wanted => f32::from_bits(*b),
+                    _ => 0.0,
+                };
+                if *score < reach.max(bar) {
+                    return;
+                }
+                let seg = &self.segments[*si];
+                let v = variants.prior(seg.path_bytes(*f), || self.version_dirs());
+                if v < 1.0 {
+                    let prior = seg.file_chunks(*f).2.clamp(0.0, 1.0);
+                    let lowered = 1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior * v;
+                    *score *= lowered / (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior);
+                }
+                if keep(seg.file(*f).path) {
+                    // Scores are non-negative: their bits order as they do.
+                    answer.push(std::cmp::Reverse(score.to_bits()));
+                    if answer.len() > wanted {
+                        answer.pop();
+                    }
+                }
+            }
+            rest = tail;
+        }
+    }
+}
+
 fn best_kept<'p, E: Copy>(
     all: &mut [E],
     wanted: usize,

@@ -332,3 +332,97 @@ fn a_question_meets_the_file_named_after_its_subject_in_another_form() {
         );
     }
 }
+
+/// Of two files with the same text, another platform's and a superseded version's rank after
+/// their main line, unless the question names them; nothing is hidden.
+#[test]
+fn a_variant_ranks_after_its_main_line_unless_the_question_names_it() {
+    let statics = statics();
+    let text = "fn read_file(path: &Path) -> Vec<u8> {\n    std::fs::read(path).unwrap()\n}\n";
+    let paths = ["src/unix/fs.rs", "src/win/fs.rs", "v3/fs.rs", "v4/fs.rs"];
+    let contents: HashMap<String, String> = paths
+        .iter()
+        .map(|p| ((*p).to_owned(), text.to_owned()))
+        .collect();
+    let (_dir, store) = built_store(&contents);
+    let scores = |query: &str| {
+        let hits = store.search(statics, query, &Weights::default(), &|_| true, 4);
+        assert_eq!(hits.len(), 4, "{query}: every file is in the answer");
+        let score = |p: &str| hits.iter().find(|h| h.path == p).unwrap().score;
+        (
+            score("src/unix/fs.rs"),
+            score("src/win/fs.rs"),
+            score("v3/fs.rs"),
+            score("v4/fs.rs"),
+        )
+    };
+    let (unix, win, v3, v4) = scores("read a file");
+    // The host's platform is the main line: Windows' code on Windows, the others' elsewhere.
+    if std::env::consts::OS == "windows" {
+        assert!(win > unix, "{win} > {unix}");
+    } else {
+        assert!(unix > win, "{unix} > {win}");
+    }
+    assert!(v4 > v3, "{v4} > {v3}");
+    // `windows` is not a word of the path (`win`): only the rule tells the two apart. (A
+    // version is named by its directory's own word, which BM25 already favours; the unit tests
+    // in `variants` cover that case.)
+    let (unix, win, v3, v4) = scores("read a file on windows");
+    assert_eq!(unix, win);
+    assert!(v4 > v3, "{v4} > {v3}");
+}
+
+/// Variants are lowered lazily, only as deep as the answer reaches: an answer of a few files is
+/// the head of a longer answer to the same question, whatever the depth the pass stopped at.
+#[test]
+fn a_short_answer_is_the_head_of_a_long_one_with_variants_lowered() {
+    let statics = statics();
+    let dirs = ["src/unix", "src/win", "v3", "v4", "lib"];
+    let contents: HashMap<String, String> = (0..150)
+        .map(|i| {
+            let path = format!("{}/file{i}.rs", dirs[i % dirs.len()]);
+            // Scores spread by how often the question's words appear.
+            let body =
+                "fn read_file(path: &Path) -> Vec<u8> { std::fs::read(path) }\n".repeat(1 + i % 7);
+            (path, format!("fn other{i}() {{}}\n{body}"))
+        })
+        .collect();
+    let (_dir, store) = built_store(&contents);
+    let paths = |limit: usize| -> Vec<String> {
+        store
+            .search(
+                statics,
+                "read a file",
+                &Weights::default(),
+                &|_| true,
+                limit,
+            )
+            .into_iter()
+            .map(|h| h.path)
+            .collect()
+    };
+    let long = paths(100);
+    assert!(long.len() > 20, "{}", long.len());
+    for k in [1, 2, 5, 10, 20] {
+        assert_eq!(paths(k), long[..k], "the first {k}");
+    }
+    // Scoped: the pass counts only the files the scope keeps.
+    let scoped = |limit: usize| -> Vec<String> {
+        store
+            .search(
+                statics,
+                "read a file",
+                &Weights::default(),
+                &|p: &str| p.starts_with("v3/") || p.starts_with("src/win/"),
+                limit,
+            )
+            .into_iter()
+            .map(|h| h.path)
+            .collect()
+    };
+    let long = scoped(100);
+    assert!(long.len() > 10, "{}", long.len());
+    for k in [1, 3, 10] {
+        assert_eq!(scoped(k), long[..k], "the first {k} in scope");
+    }
+}

@@ -18,9 +18,9 @@
 use std::collections::HashSet;
 
 /// What a variant's path prior is multiplied by. Chosen on semble's questions
-/// (docs/semantic-design.md, "Variants"): the mean NDCG@10 was 0.838 at 1 (no rule), 0.850 with
-/// the platform rule at 0.8 and 0.861 with both rules at 0.8; 0.7 added 0.0004 more.
-pub const VARIANT_PRIOR: f32 = 0.8;
+/// (docs/semantic-design.md, "Variants"): the mean NDCG@10 was 0.838 at 1 (no rule), 0.860 at
+/// 0.8, 0.865 at 0.7 and 0.866 at 0.6.
+pub const VARIANT_PRIOR: f32 = 0.7;
 
 /// The operating systems a path may name, each with the words that name it. A word is a whole
 /// directory name, or a file stem's part between `-`, `_` and `.` (`fs-win.c`, `exec_linux.go`).

@@ -293,12 +293,7 @@ impl Store {
         };
         (out, top.0, top.1)
     }
-}
 
-/// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
-/// scores in path order. Only the best block of scores is sorted (one more block at a time when
-/// `keep` refuses too many): a query scores every file, and the answer needs a few.
-impl Store {
     /// Multiplies the path prior of each variant in `best` (another platform's code, a
     /// superseded version: [`crate::variants`]) by [`VARIANT_PRIOR`], wherever that can change
     /// which `wanted` files of those `keep` accepts rank first, and which pass the floor.
@@ -361,6 +356,9 @@ impl Store {
     }
 }
 
+/// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
+/// scores in path order. Only the best block of scores is sorted (one more block at a time when
+/// `keep` refuses too many): a query scores every file, and the answer needs a few.
 fn best_kept<'p, E: Copy>(
     all: &mut [E],
     wanted: usize,

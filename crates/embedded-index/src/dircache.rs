@@ -29,7 +29,7 @@ use crate::segment::Stamp;
 
 /// The cache file's name in the index directory.
 pub(crate) const DIR_CACHE: &str = "dircache";
-const MAGIC: &[u8; 8] = b"RSDIRC\0\x04";
+const MAGIC: &[u8; 8] = b"RSDIRC\0\x05";
 const RACY: Duration = Duration::from_secs(2);
 /// A cache file larger than this is damage: its size is checked before it is read, so a damaged
 /// cache of any size costs at most this much to read. A walk whose cache would be larger (about
@@ -54,7 +54,7 @@ pub(crate) struct DirCache {
     /// include glob can select them (ripgrep's overrides come before its ignore rules), so a
     /// glob is answered from this list while the directories' stamps hold. `None` when the
     /// walk could not list them all (a name that is not UTF-8, a directory that vanished).
-    skipped: Option<Vec<(String, bool)>>,
+    skipped: Option<Skipped>,
     /// The selected files' paths, in path order, one after the other.
     text: String,
     /// Where each path starts in `text`, and where the last one ends (`files + 1` entries).
@@ -63,6 +63,50 @@ pub(crate) struct DirCache {
     by_dir: Vec<u32>,
     /// What include globs ask of the directories, found on first use.
     hidden: Derived<HiddenDirs>,
+}
+
+/// Paths a walk skipped, each a file or a directory, kept as the selected files are: one block of
+/// text with a table of offsets, and a kind byte each. A cache file's bytes decode into about as
+/// many bytes of memory, never into a structure per entry: a damaged or crafted file of 64 MiB
+/// costs about 64 MiB.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Skipped {
+    text: String,
+    /// Where each path starts in `text`, and where the last one ends (`len + 1` entries).
+    starts: Vec<u32>,
+    /// Per path: 1 for a directory, 0 for a regular file.
+    kinds: Vec<u8>,
+}
+
+impl Skipped {
+    /// `entries` (each a path and whether it is a directory) as one block; `None` when their
+    /// text outgrows the offsets' 4 GiB.
+    pub(crate) fn new(entries: &[(String, bool)]) -> Option<Skipped> {
+        let mut out = Skipped {
+            text: String::new(),
+            starts: Vec::with_capacity(entries.len() + 1),
+            kinds: Vec::with_capacity(entries.len()),
+        };
+        for (path, is_dir) in entries {
+            out.starts.push(u32::try_from(out.text.len()).ok()?);
+            out.text.push_str(path);
+            out.kinds.push(u8::from(*is_dir));
+        }
+        out.starts.push(u32::try_from(out.text.len()).ok()?);
+        Some(out)
+    }
+
+    /// Each path, with whether it is a directory, in the order they were recorded.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
+        self.kinds.iter().enumerate().map(|(i, &kind)| {
+            // Checked when read: every start is a character boundary, in order.
+            let path = self
+                .text
+                .get(self.starts[i] as usize..self.starts[i + 1] as usize)
+                .unwrap_or("");
+            (path, kind == 1)
+        })
+    }
 }
 
 /// The directories with a hidden component (indexes in `dirs`), and whether each holds a
@@ -154,7 +198,7 @@ impl DirCache {
         root: &Path,
         files: &[String],
         mut dirs: Vec<(String, Stamp)>,
-        skipped: Option<Vec<(String, bool)>>,
+        skipped: Option<Skipped>,
         walked_at: SystemTime,
     ) -> Option<DirCache> {
         let oldest_trusted = walked_at
@@ -258,8 +302,8 @@ impl DirCache {
 
     /// What the walk skipped in the directories it entered, when it could list them all:
     /// ignored regular files and directories (`true`), repo-relative, in path order.
-    pub(crate) fn skipped(&self) -> Option<&[(String, bool)]> {
-        self.skipped.as_deref()
+    pub(crate) fn skipped(&self) -> Option<&Skipped> {
+        self.skipped.as_ref()
     }
 
     /// The directories the walk entered that have a hidden component.
@@ -469,9 +513,9 @@ fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
 }
 
 /// The file: magic; rules; directories (path, stamp, file count); ignore files; the skipped
-/// entries (a flag, then their count and each path and kind, when recorded); the file count,
-/// then `files + 1` path starts and `files` indexes grouped by directory (all u32, little
-/// endian); the paths' text; a crc32 of everything before it.
+/// entries (a flag, then, when recorded, their count, `count + 1` path starts, a kind byte each
+/// and their text); the file count, then `files + 1` path starts and `files` indexes grouped by
+/// directory (all u32, little endian); the paths' text; a crc32 of everything before it.
 fn encode(c: &DirCache) -> Vec<u8> {
     let mut out = MAGIC.to_vec();
     put_u32(&mut out, c.rules.len() as u32);
@@ -495,11 +539,12 @@ fn encode(c: &DirCache) -> Vec<u8> {
         None => out.push(0),
         Some(skipped) => {
             out.push(1);
-            put_u32(&mut out, skipped.len() as u32);
-            for (p, is_dir) in skipped {
-                put_str(&mut out, p);
-                out.push(u8::from(*is_dir));
+            put_u32(&mut out, skipped.kinds.len() as u32);
+            for v in &skipped.starts {
+                put_u32(&mut out, *v);
             }
+            out.extend_from_slice(&skipped.kinds);
+            out.extend_from_slice(skipped.text.as_bytes());
         }
     }
     put_u32(&mut out, c.len() as u32);
@@ -533,6 +578,14 @@ impl Reader<'_> {
         let n = self.u32()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }
+    /// A flag byte: 0 or 1, anything else is damage.
+    fn flag(&mut self) -> Option<bool> {
+        match self.take(1)?[0] {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
     fn stamp(&mut self) -> Option<Stamp> {
         Some(Stamp {
             len: self.u64()?,
@@ -565,7 +618,7 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
     let mut c = DirCache::default();
     for _ in 0..r.u32()? {
         let p = PathBuf::from(r.string()?);
-        let present = r.take(1)?[0] == 1;
+        let present = r.flag()?;
         let s = r.stamp()?;
         c.rules.push((p, present.then_some(s)));
     }
@@ -575,18 +628,25 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
     for _ in 0..r.u32()? {
         c.ignore_files.push((r.string()?, r.stamp()?));
     }
-    if r.take(1)?[0] == 1 {
-        let mut skipped = Vec::new();
-        for _ in 0..r.u32()? {
-            let p = r.string()?;
-            let is_dir = match r.take(1)?[0] {
-                0 => false,
-                1 => true,
-                _ => return None,
-            };
-            skipped.push((p, is_dir));
+    if r.flag()? {
+        let count = r.u32()? as usize;
+        let starts = r.u32s(count.checked_add(1)?)?;
+        let kinds = r.take(count)?.to_vec();
+        let text = String::from_utf8(r.take(*starts.last()? as usize)?.to_vec()).ok()?;
+        // Every path is non-empty and lies in the text, in order, between character boundaries;
+        // every kind is a file's or a directory's.
+        let valid = starts.first() == Some(&0)
+            && starts.windows(2).all(|w| w[0] < w[1])
+            && starts.iter().all(|&s| text.is_char_boundary(s as usize))
+            && kinds.iter().all(|&k| k <= 1);
+        if !valid {
+            return None;
         }
-        c.skipped = Some(skipped);
+        c.skipped = Some(Skipped {
+            text,
+            starts,
+            kinds,
+        });
     }
     let files = r.u32()? as usize;
     c.starts = r.u32s(files.checked_add(1)?)?;
@@ -636,7 +696,7 @@ mod tests {
             Some(c.clone()),
             "nothing skipped recorded"
         );
-        c.skipped = Some(vec![("a.log".into(), false), ("target".into(), true)]);
+        c.skipped = super::Skipped::new(&[("a.log".into(), false), ("target".into(), true)]);
         assert_eq!(c.len(), 3);
         assert_eq!(
             (0..3).map(|i| c.path(i)).collect::<Vec<_>>(),
@@ -653,6 +713,65 @@ mod tests {
         }
         assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(decode(b""), None);
+    }
+
+    /// A crafted file that lists as many skipped paths as its bytes allow (one byte each)
+    /// decodes into no more memory than its own size: the paths are one block, not a string each.
+    #[test]
+    fn a_crafted_cache_of_many_skipped_paths_costs_no_more_memory_than_its_size() {
+        let mut c = DirCache::from_parts(Vec::new(), vec![(String::new(), s(2))], Vec::new(), &[])
+            .expect("no file to account for");
+        let entries: Vec<(String, bool)> = (0..200_000)
+            .map(|i| (((b'a' + (i % 26) as u8) as char).to_string(), i % 3 == 0))
+            .collect();
+        c.skipped = super::Skipped::new(&entries);
+        let bytes = encode(&c);
+        let decoded = decode(&bytes).expect("a valid file");
+        let skipped = decoded.skipped().expect("recorded");
+        assert_eq!(skipped.iter().count(), entries.len());
+        assert!(
+            skipped
+                .iter()
+                .zip(&entries)
+                .all(|((p, d), (q, e))| p == q && d == *e)
+        );
+        let heap =
+            skipped.text.capacity() + skipped.starts.capacity() * 4 + skipped.kinds.capacity();
+        assert!(
+            heap <= bytes.len(),
+            "{heap} bytes decoded from {}",
+            bytes.len()
+        );
+    }
+
+    /// Flags are 0 or 1; any other value is damage, even under a matching checksum.
+    #[test]
+    fn a_flag_byte_other_than_0_or_1_is_refused() {
+        let mut c = DirCache::from_parts(
+            vec![("/a/.ignore".into(), Some(s(1)))],
+            vec![(String::new(), s(2))],
+            Vec::new(),
+            &[],
+        )
+        .expect("no file to account for");
+        c.skipped = super::Skipped::new(&[("a.log".into(), false)]);
+        let bytes = encode(&c);
+        assert!(decode(&bytes).is_some());
+        // The rule's presence flag follows its path, the skipped entries' flag the directories
+        // and ignore files; the kind byte precedes the skipped text, which the (empty) files'
+        // count, one start and the checksum follow.
+        let rule_flag = super::MAGIC.len() + 4 + 4 + "/a/.ignore".len();
+        let kind = bytes.len() - 4 - 4 - 4 - "a.log".len() - 1;
+        let skipped_flag = kind - 4 * 2 - 4 - 1;
+        for at in [rule_flag, skipped_flag, kind] {
+            assert!(bytes[at] <= 1, "byte {at} is a flag");
+            let mut damaged = bytes.clone();
+            damaged[at] = 2;
+            let body = damaged.len() - 4;
+            let crc = crc32fast::hash(&damaged[..body]).to_le_bytes();
+            damaged[body..].copy_from_slice(&crc);
+            assert_eq!(decode(&damaged), None, "byte {at}");
+        }
     }
 
     #[test]

@@ -332,7 +332,7 @@ impl EmbeddedIndex {
         let cache = self.holding_dircache()?;
         let skipped = cache.skipped()?;
         let hidden_matters = !request.files.include_hidden;
-        let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p.as_str());
+        let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p);
         let hidden_dirs = cache.hidden_directories().filter(|_| hidden_matters);
         if skipped_dirs
             .chain(hidden_dirs)
@@ -355,7 +355,7 @@ impl EmbeddedIndex {
                     continue;
                 }
             }
-            beyond.push(path.clone());
+            beyond.push(path.to_owned());
         }
         Some(beyond)
     }

@@ -186,6 +186,7 @@ impl EmbeddedIndex {
                 let listed = listed.into_inner().unwrap_or_else(|p| p.into_inner());
                 skipped_entries(listed, &names, &dirs)
             });
+            let skipped = skipped.and_then(|s| crate::dircache::Skipped::new(&s));
             if let Some(cache) = DirCache::record(&self.root, &names, dirs, skipped, walked_at) {
                 cache.write(&self.dir());
                 recorded = Some(std::sync::Arc::new(cache));

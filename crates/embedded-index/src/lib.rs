@@ -151,6 +151,10 @@ pub struct EmbeddedIndex {
     /// checked its directories), until a refresh of named paths says something changed: what
     /// answers include globs without a walk.
     held_dircache: Mutex<Option<Arc<dircache::DirCache>>>,
+    /// The stamp of the directory cache file a query last found not holding (damaged, or a
+    /// directory or rule changed since it was recorded). Stamps only move forward, so that file
+    /// never holds again: until the file is replaced, include globs walk without reading it.
+    refused_dircache: Mutex<Option<index_storage::Stamp>>,
 }
 
 impl std::fmt::Debug for EmbeddedIndex {
@@ -367,6 +371,7 @@ impl EmbeddedIndex {
             building: AtomicBool::new(false),
             hidden_rules: Mutex::new(None),
             held_dircache: Mutex::new(None),
+            refused_dircache: Mutex::new(None),
             dir_handle: RwLock::new(Arc::new(IndexDir::create(&dir)?)),
             dir_path: dir,
         };

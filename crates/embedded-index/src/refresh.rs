@@ -203,15 +203,28 @@ impl EmbeddedIndex {
 
     /// The directory cache, when its rules and directories still hold: the one a refresh or an
     /// earlier query found holding (until a refresh of named paths), else the cache file after
-    /// a check of its directories' stamps.
+    /// a check of its directories' stamps, unless that very file was already found not holding.
     pub(crate) fn holding_dircache(&self) -> Option<std::sync::Arc<DirCache>> {
         if let Some(held) = &*self.held_dircache.lock().unwrap_or_else(|p| p.into_inner()) {
             return Some(held.clone());
         }
-        let cache = DirCache::read(&self.dir())?;
-        if !cache.directories_hold(&self.worktree(), crate::threads(&self.config)) {
+        let dir = self.dir();
+        let refused = || {
+            self.refused_dircache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        // Stamped before it is read: a file replaced in between is read again next time.
+        let stamp = dir.stamp(crate::dircache::DIR_CACHE)?;
+        if *refused() == Some(stamp) {
             return None;
         }
+        let holding = DirCache::read(&dir)
+            .filter(|c| c.directories_hold(&self.worktree(), crate::threads(&self.config)));
+        let Some(cache) = holding else {
+            *refused() = Some(stamp);
+            return None;
+        };
         let cache = std::sync::Arc::new(cache);
         self.hold_dircache(Some(cache.clone()));
         Some(cache)
@@ -513,4 +526,42 @@ fn skipped_entries(
     });
     listed.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
     listed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::EmbeddedIndex;
+
+    /// A cache file that a query found not holding is not read again, and a cache file that
+    /// replaces it is: the refusal is remembered by the file's stamp.
+    #[test]
+    fn a_directory_cache_found_not_holding_is_not_read_again_until_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.txt"), "alpha\n").unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let index = EmbeddedIndex::open(root.path(), store.path()).unwrap();
+        // Directories younger than the racy window are not cached: let them age.
+        std::thread::sleep(Duration::from_millis(2100));
+        index.refresh("head", None).unwrap();
+        let stamp = || index.dir().stamp(crate::dircache::DIR_CACHE);
+        let first = stamp().expect("a complete, settled walk is cached");
+        index.hold_dircache(None);
+        assert!(index.holding_dircache().is_some(), "nothing changed");
+        // A new file changes the root's stamp: the file no longer holds, and that is remembered.
+        std::fs::write(root.path().join("b.txt"), "beta\n").unwrap();
+        index.hold_dircache(None);
+        assert!(index.holding_dircache().is_none());
+        assert_eq!(*index.refused_dircache.lock().unwrap(), Some(first));
+        // The next query compares the file's stamp with the remembered one, and reads nothing.
+        assert!(index.holding_dircache().is_none());
+        // A walk after the tree settled writes a new file, which is read and holds.
+        std::thread::sleep(Duration::from_millis(2100));
+        index.refresh("head", None).unwrap();
+        let second = stamp().expect("recorded again");
+        assert_ne!(second, first);
+        index.hold_dircache(None);
+        assert!(index.holding_dircache().is_some(), "the new file holds");
+    }
 }

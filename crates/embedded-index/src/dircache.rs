@@ -194,9 +194,9 @@ impl DirCache {
     /// (both repo-relative, with the stamps the walk saw) and skipped `skipped` in them (see
     /// [`DirCache::skipped`]). `None` when a directory is too young to vouch for itself, changed
     /// while it was recorded, or does not account for a file.
-    pub(crate) fn record(
+    pub(crate) fn record<'f>(
         root: &Path,
-        files: &[String],
+        files: impl ExactSizeIterator<Item = &'f str>,
         mut dirs: Vec<(String, Stamp)>,
         skipped: Option<Skipped>,
         walked_at: SystemTime,
@@ -249,11 +249,11 @@ impl DirCache {
 
     /// The cache of a walk that selected `files` (in path order) in `dirs` (in path order), with
     /// these rules: `None` when a file's directory is not among `dirs`.
-    fn from_parts(
+    fn from_parts<'f>(
         rules: Vec<(PathBuf, Option<Stamp>)>,
         dirs: Vec<(String, Stamp)>,
         ignore_files: Vec<(String, Stamp)>,
-        files: &[String],
+        files: impl ExactSizeIterator<Item = &'f str>,
     ) -> Option<DirCache> {
         // Group the files by directory: each file's directory must be one the walk entered.
         let slot: std::collections::HashMap<&str, usize> = dirs
@@ -264,7 +264,7 @@ impl DirCache {
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); dirs.len()];
         let mut text = String::new();
         let mut starts = Vec::with_capacity(files.len() + 1);
-        for (i, f) in files.iter().enumerate() {
+        for (i, f) in files.enumerate() {
             groups[*slot.get(parent(f))?].push(u32::try_from(i).ok()?);
             starts.push(u32::try_from(text.len()).ok()?);
             text.push_str(f);
@@ -688,7 +688,7 @@ mod tests {
             ],
             vec![(String::new(), s(2)), ("src".into(), s(3))],
             vec![(".gitignore".into(), s(4))],
-            &["a.txt".into(), "src/b.rs".into(), "名前.md".into()],
+            ["a.txt", "src/b.rs", "名前.md"].into_iter(),
         )
         .expect("every file's directory was walked");
         assert_eq!(
@@ -719,8 +719,13 @@ mod tests {
     /// decodes into no more memory than its own size: the paths are one block, not a string each.
     #[test]
     fn a_crafted_cache_of_many_skipped_paths_costs_no_more_memory_than_its_size() {
-        let mut c = DirCache::from_parts(Vec::new(), vec![(String::new(), s(2))], Vec::new(), &[])
-            .expect("no file to account for");
+        let mut c = DirCache::from_parts(
+            Vec::new(),
+            vec![(String::new(), s(2))],
+            Vec::new(),
+            std::iter::empty(),
+        )
+        .expect("no file to account for");
         let entries: Vec<(String, bool)> = (0..200_000)
             .map(|i| (((b'a' + (i % 26) as u8) as char).to_string(), i % 3 == 0))
             .collect();
@@ -751,7 +756,7 @@ mod tests {
             vec![("/a/.ignore".into(), Some(s(1)))],
             vec![(String::new(), s(2))],
             Vec::new(),
-            &[],
+            std::iter::empty(),
         )
         .expect("no file to account for");
         c.skipped = super::Skipped::new(&[("a.log".into(), false)]);
@@ -781,7 +786,7 @@ mod tests {
             Vec::new(),
             dirs.iter().map(|d| (d.to_string(), s(1))).collect(),
             Vec::new(),
-            &[".a/b/c/f.rs".into(), "src/.h/g.rs".into(), "x.rs".into()],
+            [".a/b/c/f.rs", "src/.h/g.rs", "x.rs"].into_iter(),
         )
         .expect("every file's directory was walked");
         assert_eq!(
@@ -807,7 +812,7 @@ mod tests {
             Vec::new(),
             vec![(String::new(), s(2))],
             Vec::new(),
-            &["a.txt".into(), "lost/b.rs".into()],
+            ["a.txt", "lost/b.rs"].into_iter(),
         );
         assert_eq!(c, None);
     }

@@ -181,13 +181,15 @@ impl EmbeddedIndex {
         let mut recorded = None;
         if complete {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
-            let names: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+            // The paths are lent, never copied: at a monorepo's scale a copy of every path is
+            // tens of megabytes on top of the walk's own.
+            let names = || files.iter().map(|(p, _)| p.as_str());
             let skipped = listed_all.into_inner().then(|| {
                 let listed = listed.into_inner().unwrap_or_else(|p| p.into_inner());
-                skipped_entries(listed, &names, &dirs)
+                skipped_entries(listed, names(), &dirs)
             });
             let skipped = skipped.and_then(|s| crate::dircache::Skipped::new(&s));
-            if let Some(cache) = DirCache::record(&self.root, &names, dirs, skipped, walked_at) {
+            if let Some(cache) = DirCache::record(&self.root, names(), dirs, skipped, walked_at) {
                 cache.write(&self.dir());
                 recorded = Some(std::sync::Arc::new(cache));
             }
@@ -510,12 +512,12 @@ fn list_entries(rel: &str, path: &std::path::Path, out: &mut Vec<(String, bool)>
 
 /// What the walk skipped among the `listed` entries of the directories it entered: those that
 /// are neither a selected file nor an entered directory, in path order.
-fn skipped_entries(
+fn skipped_entries<'f>(
     mut listed: Vec<(String, bool)>,
-    files: &[String],
+    files: impl Iterator<Item = &'f str>,
     dirs: &[(String, Stamp)],
 ) -> Vec<(String, bool)> {
-    let files: HashSet<&str> = files.iter().map(String::as_str).collect();
+    let files: HashSet<&str> = files.collect();
     let dirs: HashSet<&str> = dirs.iter().map(|(d, _)| d.as_str()).collect();
     listed.retain(|(p, is_dir)| {
         if *is_dir {

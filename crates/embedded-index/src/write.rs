@@ -211,6 +211,10 @@ impl EmbeddedIndex {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<crate::BuildStats, EmbeddedIndexError> {
         let selected = self.walk_stamps()?;
+        // The walk's directory cache is on disk; kept in memory through the build, it would add
+        // every path once more to the build's peak (tens of megabytes on a monorepo). A glob
+        // query after the build checks the file's directories instead.
+        self.hold_dircache(None);
         let generation = self.committed_generation() + 1;
         // Batches that the merge replaces need no fsync: the merge syncs the batches it keeps.
         let durability = if self.config.merged_segment_bytes > 0 {

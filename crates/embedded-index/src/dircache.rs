@@ -19,6 +19,7 @@
 //! a refresh opens each directory once, checks its stamp through the open directory and `stat`s
 //! the names in it. No path is allocated until one has changed.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -190,15 +191,14 @@ fn read_pointer(path: &Path) -> std::io::Result<String> {
 }
 
 impl DirCache {
-    /// Records a complete walk of `root` that selected `files` (in path order), entered `dirs`
-    /// (both repo-relative, with the stamps the walk saw) and skipped `skipped` in them (see
-    /// [`DirCache::skipped`]). `None` when a directory is too young to vouch for itself, changed
-    /// while it was recorded, or does not account for a file.
+    /// Records a complete walk of `root` that selected `files` (in path order) and entered `dirs`
+    /// (both repo-relative, with the stamps the walk saw); what it skipped there is not recorded
+    /// until [`DirCache::record_skipped`]. `None` when a directory is too young to vouch for
+    /// itself, changed while it was recorded, or does not account for a file.
     pub(crate) fn record<'f>(
         root: &Path,
         files: impl ExactSizeIterator<Item = &'f str>,
         mut dirs: Vec<(String, Stamp)>,
-        skipped: Option<Skipped>,
         walked_at: SystemTime,
     ) -> Option<DirCache> {
         let oldest_trusted = walked_at
@@ -242,9 +242,79 @@ impl DirCache {
             }
             rules.push((p, s));
         }
-        let mut c = DirCache::from_parts(rules, dirs, ignore_files, files)?;
-        c.skipped = skipped;
-        Some(c)
+        DirCache::from_parts(rules, dirs, ignore_files, files)
+    }
+
+    /// Records what the walk skipped in the directories it entered ([`DirCache::skipped`]): each
+    /// is listed again, and its regular files and directories that are neither a selected file
+    /// nor an entered directory are kept (git's internals, symlinks and special files are left
+    /// out: no selection searches them). One directory at a time against its own recorded
+    /// files, so that only what was skipped is ever held, never every entry of the tree. Nothing
+    /// is recorded when a directory cannot be listed or holds a name that is not UTF-8 (which a
+    /// glob would match by another name). An entry created since the walk is a change the
+    /// directory's recorded stamp no longer vouches for, so the cache is not used then.
+    pub(crate) fn record_skipped(&mut self, root: &Path, threads: usize) {
+        self.skipped = self
+            .list_skipped(root, threads)
+            .and_then(|s| Skipped::new(&s));
+    }
+
+    fn list_skipped(&self, root: &Path, threads: usize) -> Option<Vec<(String, bool)>> {
+        let mut children: HashMap<&str, HashSet<&str>> = HashMap::new();
+        for (rel, _, _) in self.dirs.iter().filter(|(rel, _, _)| !rel.is_empty()) {
+            let (up, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+            children.entry(up).or_default().insert(name);
+        }
+        let mut first = Vec::with_capacity(self.dirs.len());
+        let mut at = 0usize;
+        for (_, _, n) in &self.dirs {
+            first.push(at);
+            at += *n as usize;
+        }
+        let lists = crate::parallel::map(
+            &self.dirs,
+            threads,
+            || (),
+            |d, (rel, _, n), _| {
+                let files: HashSet<&str> = self.by_dir[first[d]..first[d] + *n as usize]
+                    .iter()
+                    .map(|&i| {
+                        let path = self.path(i as usize);
+                        path.rsplit_once('/').map_or(path, |(_, name)| name)
+                    })
+                    .collect();
+                let entered = children.get(rel.as_str());
+                let mut out = Vec::new();
+                for entry in std::fs::read_dir(search_profile::name_path(root, rel)).ok()? {
+                    let entry = entry.ok()?;
+                    let kind = entry.file_type().ok()?;
+                    let name = entry.file_name().into_string().ok()?;
+                    if !(kind.is_dir() || kind.is_file())
+                        || index_guard::is_git_internal_segment(&name)
+                    {
+                        continue;
+                    }
+                    let selected = if kind.is_dir() {
+                        entered.is_some_and(|c| c.contains(name.as_str()))
+                    } else {
+                        files.contains(name.as_str())
+                    };
+                    if !selected {
+                        let path = if rel.is_empty() {
+                            name
+                        } else {
+                            format!("{rel}/{name}")
+                        };
+                        out.push((path, kind.is_dir()));
+                    }
+                }
+                Some(out)
+            },
+        )
+        .ok()?;
+        let mut all: Vec<(String, bool)> = lists.into_iter().collect::<Option<Vec<_>>>()?.concat();
+        all.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
+        Some(all)
     }
 
     /// The cache of a walk that selected `files` (in path order) in `dirs` (in path order), with

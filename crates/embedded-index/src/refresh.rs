@@ -143,16 +143,13 @@ impl EmbeddedIndex {
         let walked_at = SystemTime::now();
         let dirs = std::sync::Mutex::new(Vec::new());
         let found = std::sync::Mutex::new(Vec::new());
-        let listed = std::sync::Mutex::new(Vec::new());
         let complete = std::sync::atomic::AtomicBool::new(true);
-        let listed_all = std::sync::atomic::AtomicBool::new(true);
         selection.for_each_entry(true, || {
-            let (complete, listed_all) = (&complete, &listed_all);
+            let complete = &complete;
             let mut local = TreeFlush {
                 dirs: Vec::new(),
                 files: Vec::new(),
-                listed: Vec::new(),
-                into: (&dirs, &found, &listed),
+                into: (&dirs, &found),
             };
             move |e: FileEntry<'_>| match e {
                 FileEntry::File { rel, entry } => {
@@ -161,12 +158,7 @@ impl EmbeddedIndex {
                     }
                 }
                 FileEntry::Dir { rel, entry } => match entry.metadata() {
-                    Ok(m) => {
-                        local.dirs.push((rel.to_owned(), Stamp::of(&m)));
-                        if !list_entries(rel, entry.path(), &mut local.listed) {
-                            listed_all.store(false, std::sync::atomic::Ordering::Relaxed);
-                        }
-                    }
+                    Ok(m) => local.dirs.push((rel.to_owned(), Stamp::of(&m))),
                     Err(_) => complete.store(false, std::sync::atomic::Ordering::Relaxed),
                 },
                 FileEntry::Unreadable { io: true } => {
@@ -183,13 +175,9 @@ impl EmbeddedIndex {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
             // The paths are lent, never copied: at a monorepo's scale a copy of every path is
             // tens of megabytes on top of the walk's own.
-            let names = || files.iter().map(|(p, _)| p.as_str());
-            let skipped = listed_all.into_inner().then(|| {
-                let listed = listed.into_inner().unwrap_or_else(|p| p.into_inner());
-                skipped_entries(listed, names(), &dirs)
-            });
-            let skipped = skipped.and_then(|s| crate::dircache::Skipped::new(&s));
-            if let Some(cache) = DirCache::record(&self.root, names(), dirs, skipped, walked_at) {
+            let names = files.iter().map(|(p, _)| p.as_str());
+            if let Some(mut cache) = DirCache::record(&self.root, names, dirs, walked_at) {
+                cache.record_skipped(&self.root, crate::threads(&self.config));
                 cache.write(&self.dir());
                 recorded = Some(std::sync::Arc::new(cache));
             }
@@ -454,12 +442,8 @@ type Stamped = std::sync::Mutex<Vec<(String, Stamp)>>;
 struct TreeFlush<'a> {
     dirs: Vec<(String, Stamp)>,
     files: Vec<(String, Stamp)>,
-    listed: Vec<(String, bool)>,
-    into: (&'a Stamped, &'a Stamped, &'a Listed),
+    into: (&'a Stamped, &'a Stamped),
 }
-
-/// Entries of the directories a walk entered: repo-relative path, and whether a directory.
-type Listed = std::sync::Mutex<Vec<(String, bool)>>;
 
 impl Drop for TreeFlush<'_> {
     fn drop(&mut self) {
@@ -473,61 +457,7 @@ impl Drop for TreeFlush<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .append(&mut self.files);
-        self.into
-            .2
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .append(&mut self.listed);
     }
-}
-
-/// Appends the regular files and directories in the directory at `path` (walk name `rel`) to
-/// `out`, as the walk entered it: `false` when it could not be listed, or holds a name that is
-/// not UTF-8 (which a glob would match by another name). Symlinks and special files are left
-/// out: no selection searches them. The directory is listed by path, not beneath the worktree's
-/// handle: a name recorded here is only ever opened beneath it, without following a symlink.
-fn list_entries(rel: &str, path: &std::path::Path, out: &mut Vec<(String, bool)>) -> bool {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return false;
-    };
-    for entry in entries {
-        let Ok(entry) = entry else { return false };
-        let Ok(kind) = entry.file_type() else {
-            return false;
-        };
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-            return false;
-        };
-        if (kind.is_dir() || kind.is_file()) && !index_guard::is_git_internal_segment(&name) {
-            let rel = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            out.push((rel, kind.is_dir()));
-        }
-    }
-    true
-}
-
-/// What the walk skipped among the `listed` entries of the directories it entered: those that
-/// are neither a selected file nor an entered directory, in path order.
-fn skipped_entries<'f>(
-    mut listed: Vec<(String, bool)>,
-    files: impl Iterator<Item = &'f str>,
-    dirs: &[(String, Stamp)],
-) -> Vec<(String, bool)> {
-    let files: HashSet<&str> = files.collect();
-    let dirs: HashSet<&str> = dirs.iter().map(|(d, _)| d.as_str()).collect();
-    listed.retain(|(p, is_dir)| {
-        if *is_dir {
-            !dirs.contains(p.as_str())
-        } else {
-            !files.contains(p.as_str())
-        }
-    });
-    listed.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
-    listed
 }
 
 #[cfg(test)]

@@ -388,41 +388,28 @@ fn a_short_answer_is_the_head_of_a_long_one_with_variants_lowered() {
         })
         .collect();
     let (_dir, store) = built_store(&contents);
-    let paths = |limit: usize| -> Vec<String> {
+    let answer = |keep: &dyn Fn(&str) -> bool, limit: usize| -> Vec<String> {
         store
-            .search(
-                statics,
-                "read a file",
-                &Weights::default(),
-                &|_| true,
-                limit,
-            )
+            .search(statics, "read a file", &Weights::default(), keep, limit)
             .into_iter()
             .map(|h| h.path)
             .collect()
     };
-    let long = paths(100);
-    assert!(long.len() > 20, "{}", long.len());
-    for k in [1, 2, 5, 10, 20] {
-        assert_eq!(paths(k), long[..k], "the first {k}");
-    }
+    let everything = |_: &str| true;
     // Scoped: the pass counts only the files the scope keeps.
-    let scoped = |limit: usize| -> Vec<String> {
-        store
-            .search(
-                statics,
-                "read a file",
-                &Weights::default(),
-                &|p: &str| p.starts_with("v3/") || p.starts_with("src/win/"),
-                limit,
-            )
-            .into_iter()
-            .map(|h| h.path)
-            .collect()
-    };
-    let long = scoped(100);
-    assert!(long.len() > 10, "{}", long.len());
-    for k in [1, 3, 10] {
-        assert_eq!(scoped(k), long[..k], "the first {k} in scope");
+    let scope = |p: &str| p.starts_with("v3/") || p.starts_with("src/win/");
+    for (keep, heads, least) in [
+        (
+            &everything as &dyn Fn(&str) -> bool,
+            &[1, 2, 5, 10, 20][..],
+            20,
+        ),
+        (&scope, &[1, 3, 10][..], 10),
+    ] {
+        let long = answer(keep, 100);
+        assert!(long.len() > least, "{}", long.len());
+        for &k in heads {
+            assert_eq!(answer(keep, k), long[..k], "the first {k}");
+        }
     }
 }

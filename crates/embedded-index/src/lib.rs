@@ -52,6 +52,7 @@
 
 mod dircache;
 mod error;
+mod listing;
 mod manifest;
 mod parallel;
 mod plan;

@@ -13,6 +13,7 @@ use index_contract::UnixMillis;
 use search_profile::{FileEntry, PathKey, Selection};
 
 use crate::dircache::DirCache;
+use crate::listing::Listing;
 
 use crate::segment::{Stamp, flags};
 use crate::snapshot::Snapshot;
@@ -57,7 +58,7 @@ enum Extent<'a> {
 /// The selection a walk saw, each file with its stamp, in path order: a list the walk built, or
 /// the directory cache's paths with the stamps just read.
 enum Selected {
-    Walked(Vec<(String, Stamp)>),
+    Walked(Listing),
     Cached(std::sync::Arc<DirCache>, Vec<Stamp>),
 }
 
@@ -72,7 +73,7 @@ impl Selected {
     /// File `i` (< `len()`) and its stamp.
     fn get(&self, i: usize) -> (&str, &Stamp) {
         match self {
-            Selected::Walked(v) => (v[i].0.as_str(), &v[i].1),
+            Selected::Walked(v) => v.get(i),
             Selected::Cached(c, stamps) => (c.path(i), &stamps[i]),
         }
     }
@@ -83,12 +84,26 @@ impl Selected {
 
     fn into_vec(self) -> Vec<(String, Stamp)> {
         match self {
-            Selected::Walked(v) => v,
+            Selected::Walked(v) => v.into_vec(),
             Selected::Cached(c, stamps) => stamps
                 .into_iter()
                 .enumerate()
                 .map(|(i, s)| (c.path(i).to_owned(), s))
                 .collect(),
+        }
+    }
+
+    fn into_listing(self) -> Listing {
+        match self {
+            Selected::Walked(v) => v,
+            Selected::Cached(c, stamps) => {
+                let bytes = (0..stamps.len()).map(|i| c.path(i).len()).sum();
+                let mut out = Listing::with_capacity(stamps.len(), bytes);
+                for (i, s) in stamps.into_iter().enumerate() {
+                    out.push(c.path(i), s);
+                }
+                out
+            }
         }
     }
 }
@@ -102,8 +117,8 @@ struct Diff {
 
 impl EmbeddedIndex {
     /// The selection now, each file with the stamp the walk saw, in path order.
-    pub(crate) fn walk_stamps(&self) -> Result<Vec<(String, Stamp)>, EmbeddedIndexError> {
-        Ok(self.walk(Extent::Whole)?.0.into_vec())
+    pub(crate) fn walk_stamps(&self) -> Result<Listing, EmbeddedIndexError> {
+        Ok(self.walk(Extent::Whole)?.0.into_listing())
     }
 
     /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
@@ -128,18 +143,18 @@ impl EmbeddedIndex {
         }
         if let Extent::Paths(paths) = extent {
             if paths.is_empty() {
-                return Ok((Selected::Walked(Vec::new()), true));
+                return Ok((Selected::Walked(Listing::default()), true));
             }
             selection = selection.only(paths.iter().map(String::as_str));
         }
         let (walked, complete) =
             selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| Stamp::of(&m)));
-        Ok((Selected::Walked(walked), complete))
+        Ok((Selected::Walked(Listing::from(walked)), complete))
     }
 
     /// Walks the whole selection, and records what it saw in the directory cache when the walk
     /// was complete: the files and directories it selected, and what it skipped in them.
-    fn walk_and_record(&self, selection: &Selection) -> (Vec<(String, Stamp)>, bool) {
+    fn walk_and_record(&self, selection: &Selection) -> (Listing, bool) {
         let walked_at = SystemTime::now();
         let dirs = std::sync::Mutex::new(Vec::new());
         let found = std::sync::Mutex::new(Vec::new());
@@ -168,15 +183,17 @@ impl EmbeddedIndex {
             }
         });
         let mut files = found.into_inner().unwrap_or_else(|p| p.into_inner());
-        files.sort_by(|a, b| PathKey::compare(&a.0, &b.0));
+        // In place (paths are unique, so stability adds nothing), then one block of text: at a
+        // monorepo's scale a merge sort's buffer and a `String` per path are tens of megabytes.
+        files.sort_unstable_by(|a, b| PathKey::compare(&a.0, &b.0));
+        let files = Listing::from(files);
         let complete = complete.into_inner();
         let mut recorded = None;
         if complete {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
             // The paths are lent, never copied: at a monorepo's scale a copy of every path is
             // tens of megabytes on top of the walk's own.
-            let names = files.iter().map(|(p, _)| p.as_str());
-            if let Some(mut cache) = DirCache::record(&self.root, names, dirs, walked_at) {
+            if let Some(mut cache) = DirCache::record(&self.root, files.paths(), dirs, walked_at) {
                 cache.record_skipped(&self.root, crate::threads(&self.config));
                 cache.write(&self.dir());
                 recorded = Some(std::sync::Arc::new(cache));

@@ -14,6 +14,7 @@ use index_contract::UnixMillis;
 use index_storage::{LockError, Wait, WriterLock, unique_name_part};
 use search_profile::rank::Prior;
 
+use crate::listing::Listing;
 use crate::manifest::{FORMAT, Manifest, SegmentEntry};
 use crate::segment::{DocMeta, DocTrigrams, Encoder, Segment, Stamp, flags};
 use crate::snapshot::Snapshot;
@@ -80,7 +81,7 @@ impl EmbeddedIndex {
     /// the open file before it is read.
     fn read_docs(
         &self,
-        paths: &[(String, Stamp)],
+        paths: &[(&str, Stamp)],
         threads: usize,
     ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
         let worktree = self.worktree();
@@ -91,11 +92,11 @@ impl EmbeddedIndex {
             paths,
             threads,
             trigram::Extractor::new,
-            |_, (path, walked), ex| {
+            |_, &(path, walked), ex| {
                 let mut meta = DocMeta {
                     prior: Prior::of(path).step(),
                     flags: 0,
-                    stamp: *walked,
+                    stamp: walked,
                 };
                 if index_guard::check_path(path).is_err() {
                     meta.flags |= flags::REFUSED_NAME;
@@ -129,7 +130,7 @@ impl EmbeddedIndex {
                     }
                 };
                 Some(DocTrigrams {
-                    path: path.clone(),
+                    path: path.to_owned(),
                     trigrams,
                     meta,
                 })
@@ -141,7 +142,7 @@ impl EmbeddedIndex {
     /// Writes `paths` as segments of at most `pairs_per_segment` (trigram, file) pairs each.
     fn write_docs(
         &self,
-        paths: &[(String, Stamp)],
+        paths: &Listing,
         generation: u64,
         durability: Durability,
         progress: &mut dyn FnMut(usize, usize),
@@ -164,8 +165,14 @@ impl EmbeddedIndex {
             batch.clear();
             Ok(())
         };
-        for (done, slice) in paths.chunks(chunk).enumerate() {
-            for doc in self.read_docs(slice, threads)? {
+        for (done, start) in (0..paths.len()).step_by(chunk).enumerate() {
+            let slice: Vec<(&str, Stamp)> = (start..(start + chunk).min(paths.len()))
+                .map(|i| {
+                    let (path, stamp) = paths.get(i);
+                    (path, *stamp)
+                })
+                .collect();
+            for doc in self.read_docs(&slice, threads)? {
                 pairs += doc.trigrams.len();
                 batch.push(doc);
                 if pairs >= self.config.pairs_per_segment {
@@ -385,7 +392,7 @@ impl EmbeddedIndex {
             .collect();
         new_docs.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
         entries.extend(self.write_docs(
-            &new_docs,
+            &Listing::from(new_docs),
             m.generation,
             Durability::Synced,
             &mut |_, _| {},

@@ -56,25 +56,83 @@ pub(crate) struct DirCache {
     /// glob is answered from this list while the directories' stamps hold. `None` when the
     /// walk could not list them all (a name that is not UTF-8, a directory that vanished).
     skipped: Option<Skipped>,
-    /// The selected files' paths, in path order, one after the other.
-    text: String,
-    /// Where each path starts in `text`, and where the last one ends (`files + 1` entries).
-    starts: Vec<u32>,
+    /// The selected files' paths, in path order.
+    files: PathBlock,
     /// The files (indexes in path order) grouped by directory, in the order of `dirs`.
     by_dir: Vec<u32>,
     /// What include globs ask of the directories, found on first use.
     hidden: Derived<HiddenDirs>,
 }
 
-/// Paths a walk skipped, each a file or a directory, kept as the selected files are: one block of
-/// text with a table of offsets, and a kind byte each. A cache file's bytes decode into about as
-/// many bytes of memory, never into a structure per entry: a damaged or crafted file of 64 MiB
-/// costs about 64 MiB.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Skipped {
+/// Paths as one block of text with a table of offsets, as the cache file stores them: a file's
+/// bytes decode into about as many bytes of memory, never into a structure per path, so a damaged
+/// or crafted file of 64 MiB costs about 64 MiB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PathBlock {
     text: String,
     /// Where each path starts in `text`, and where the last one ends (`len + 1` entries).
     starts: Vec<u32>,
+}
+
+impl Default for PathBlock {
+    fn default() -> Self {
+        PathBlock::with_capacity(0)
+    }
+}
+
+impl PathBlock {
+    fn with_capacity(paths: usize) -> PathBlock {
+        let mut starts = Vec::with_capacity(paths + 1);
+        starts.push(0);
+        PathBlock {
+            text: String::new(),
+            starts,
+        }
+    }
+
+    /// Adds `path` at the end; `None` when the text would outgrow the offsets' 4 GiB.
+    fn push(&mut self, path: &str) -> Option<()> {
+        let end = u32::try_from(self.text.len().checked_add(path.len())?).ok()?;
+        self.text.push_str(path);
+        self.starts.push(end);
+        Some(())
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// Path `i` (< `len()`).
+    fn get(&self, i: usize) -> &str {
+        // Checked when read: every start is a character boundary, in order.
+        self.text
+            .get(self.starts[i] as usize..self.starts[i + 1] as usize)
+            .unwrap_or("")
+    }
+
+    /// Appends the table of offsets to `out` (the count is the caller's to write).
+    fn put_starts(&self, out: &mut Vec<u8>) {
+        for v in &self.starts {
+            put_u32(out, *v);
+        }
+    }
+
+    /// The block of `starts` into `text`, as a cache file holds them: `None` unless every
+    /// path is non-empty and lies in the text, in order, between character boundaries.
+    fn checked(starts: Vec<u32>, text: &[u8]) -> Option<PathBlock> {
+        let text = String::from_utf8(text.to_vec()).ok()?;
+        let valid = starts.first() == Some(&0)
+            && starts.last().is_some_and(|&e| e as usize == text.len())
+            && starts.windows(2).all(|w| w[0] < w[1])
+            && starts.iter().all(|&s| text.is_char_boundary(s as usize));
+        valid.then_some(PathBlock { text, starts })
+    }
+}
+
+/// Paths a walk skipped, each a file or a directory, with a kind byte each.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Skipped {
+    paths: PathBlock,
     /// Per path: 1 for a directory, 0 for a regular file.
     kinds: Vec<u8>,
 }
@@ -84,29 +142,22 @@ impl Skipped {
     /// text outgrows the offsets' 4 GiB.
     pub(crate) fn new(entries: &[(String, bool)]) -> Option<Skipped> {
         let mut out = Skipped {
-            text: String::new(),
-            starts: Vec::with_capacity(entries.len() + 1),
+            paths: PathBlock::with_capacity(entries.len()),
             kinds: Vec::with_capacity(entries.len()),
         };
         for (path, is_dir) in entries {
-            out.starts.push(u32::try_from(out.text.len()).ok()?);
-            out.text.push_str(path);
+            out.paths.push(path)?;
             out.kinds.push(u8::from(*is_dir));
         }
-        out.starts.push(u32::try_from(out.text.len()).ok()?);
         Some(out)
     }
 
     /// Each path, with whether it is a directory, in the order they were recorded.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
-        self.kinds.iter().enumerate().map(|(i, &kind)| {
-            // Checked when read: every start is a character boundary, in order.
-            let path = self
-                .text
-                .get(self.starts[i] as usize..self.starts[i + 1] as usize)
-                .unwrap_or("");
-            (path, kind == 1)
-        })
+        self.kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &kind)| (self.paths.get(i), kind == 1))
     }
 }
 
@@ -265,12 +316,7 @@ impl DirCache {
             let (up, name) = rel.rsplit_once('/').unwrap_or(("", rel));
             children.entry(up).or_default().insert(name);
         }
-        let mut first = Vec::with_capacity(self.dirs.len());
-        let mut at = 0usize;
-        for (_, _, n) in &self.dirs {
-            first.push(at);
-            at += *n as usize;
-        }
+        let first = self.group_starts();
         let lists = crate::parallel::map(
             &self.dirs,
             threads,
@@ -332,14 +378,11 @@ impl DirCache {
             .map(|(i, (rel, _))| (rel.as_str(), i))
             .collect();
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); dirs.len()];
-        let mut text = String::new();
-        let mut starts = Vec::with_capacity(files.len() + 1);
+        let mut block = PathBlock::with_capacity(files.len());
         for (i, f) in files.enumerate() {
             groups[*slot.get(parent(f))?].push(u32::try_from(i).ok()?);
-            starts.push(u32::try_from(text.len()).ok()?);
-            text.push_str(f);
+            block.push(f)?;
         }
-        starts.push(u32::try_from(text.len()).ok()?);
         let dirs = dirs
             .into_iter()
             .zip(&groups)
@@ -350,24 +393,32 @@ impl DirCache {
             dirs,
             ignore_files,
             skipped: None,
-            text,
-            starts,
+            files: block,
             by_dir: groups.concat(),
             hidden: Derived::default(),
         })
     }
 
+    /// Where each directory's files start in `by_dir`, in the order of `dirs`.
+    fn group_starts(&self) -> Vec<usize> {
+        self.dirs
+            .iter()
+            .scan(0usize, |at, (_, _, n)| {
+                let start = *at;
+                *at += *n as usize;
+                Some(start)
+            })
+            .collect()
+    }
+
     /// How many files the walk selected.
     pub(crate) fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.files.len()
     }
 
     /// The path of file `i` (< `len()`), in path order.
     pub(crate) fn path(&self, i: usize) -> &str {
-        // Checked when read: every start is a character boundary, in order.
-        self.text
-            .get(self.starts[i] as usize..self.starts[i + 1] as usize)
-            .unwrap_or("")
+        self.files.get(i)
     }
 
     /// What the walk skipped in the directories it entered, when it could list them all:
@@ -467,13 +518,7 @@ impl DirCache {
                 .ok()?;
             ignore_of[at].push((name, *s));
         }
-        // Where each directory's files start in `by_dir`.
-        let mut first = Vec::with_capacity(self.dirs.len());
-        let mut at = 0usize;
-        for (_, _, n) in &self.dirs {
-            first.push(at);
-            at += *n as usize;
-        }
+        let first = self.group_starts();
         let doubt = AtomicBool::new(false);
         let found = crate::parallel::map(
             &self.dirs,
@@ -610,18 +655,17 @@ fn encode(c: &DirCache) -> Vec<u8> {
         Some(skipped) => {
             out.push(1);
             put_u32(&mut out, skipped.kinds.len() as u32);
-            for v in &skipped.starts {
-                put_u32(&mut out, *v);
-            }
+            skipped.paths.put_starts(&mut out);
             out.extend_from_slice(&skipped.kinds);
-            out.extend_from_slice(skipped.text.as_bytes());
+            out.extend_from_slice(skipped.paths.text.as_bytes());
         }
     }
     put_u32(&mut out, c.len() as u32);
-    for v in c.starts.iter().chain(&c.by_dir) {
+    c.files.put_starts(&mut out);
+    for v in &c.by_dir {
         put_u32(&mut out, *v);
     }
-    out.extend_from_slice(c.text.as_bytes());
+    out.extend_from_slice(c.files.text.as_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
@@ -702,37 +746,23 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
         let count = r.u32()? as usize;
         let starts = r.u32s(count.checked_add(1)?)?;
         let kinds = r.take(count)?.to_vec();
-        let text = String::from_utf8(r.take(*starts.last()? as usize)?.to_vec()).ok()?;
-        // Every path is non-empty and lies in the text, in order, between character boundaries;
-        // every kind is a file's or a directory's.
-        let valid = starts.first() == Some(&0)
-            && starts.windows(2).all(|w| w[0] < w[1])
-            && starts.iter().all(|&s| text.is_char_boundary(s as usize))
-            && kinds.iter().all(|&k| k <= 1);
-        if !valid {
+        let len = *starts.last()? as usize;
+        let paths = PathBlock::checked(starts, r.take(len)?)?;
+        // Every kind is a file's or a directory's.
+        if kinds.iter().any(|&k| k > 1) {
             return None;
         }
-        c.skipped = Some(Skipped {
-            text,
-            starts,
-            kinds,
-        });
+        c.skipped = Some(Skipped { paths, kinds });
     }
     let files = r.u32()? as usize;
-    c.starts = r.u32s(files.checked_add(1)?)?;
+    let starts = r.u32s(files.checked_add(1)?)?;
     c.by_dir = r.u32s(files)?;
-    c.text = String::from_utf8(r.take(body.len() - r.at)?.to_vec()).ok()?;
-    // Every path lies in the text, in order, between character boundaries; every directory's
-    // files add up to all of them, and each names a file.
-    let in_order = c.starts.first() == Some(&0)
-        && c.starts.last().is_some_and(|&e| e as usize == c.text.len())
-        && c.starts.windows(2).all(|w| w[0] <= w[1])
-        && c.starts
-            .iter()
-            .all(|&s| c.text.is_char_boundary(s as usize));
+    // The text is the rest of the body.
+    c.files = PathBlock::checked(starts, r.take(body.len() - r.at)?)?;
+    // Every directory's files add up to all of them, and each names a file.
     let grouped = c.dirs.iter().map(|d| d.2 as usize).sum::<usize>() == files
         && c.by_dir.iter().all(|&i| (i as usize) < files);
-    (in_order && grouped).then_some(c)
+    grouped.then_some(c)
 }
 
 #[cfg(test)]
@@ -810,8 +840,9 @@ mod tests {
                 .zip(&entries)
                 .all(|((p, d), (q, e))| p == q && d == *e)
         );
-        let heap =
-            skipped.text.capacity() + skipped.starts.capacity() * 4 + skipped.kinds.capacity();
+        let heap = skipped.paths.text.capacity()
+            + skipped.paths.starts.capacity() * 4
+            + skipped.kinds.capacity();
         assert!(
             heap <= bytes.len(),
             "{heap} bytes decoded from {}",

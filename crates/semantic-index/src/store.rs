@@ -70,9 +70,9 @@ pub struct Store {
     /// Per segment: whether no later commit replaced or removed any of its files (a query then
     /// checks no chunk's liveness there).
     untouched: Vec<bool>,
-    /// The live files' version directories ([`crate::variants::version_dirs`]), found on the
-    /// first question whose candidates lie in one.
-    versions: std::sync::OnceLock<Vec<(Vec<u8>, u32)>>,
+    /// The newest version directory under each parent ([`crate::variants::newest_versions`]),
+    /// found on the first question whose candidates lie in one.
+    versions: std::sync::OnceLock<crate::variants::NewestVersions>,
 }
 
 impl std::fmt::Debug for Store {
@@ -232,10 +232,10 @@ impl Store {
             .collect()
     }
 
-    /// The live files' version directories, found once per version of the store.
-    pub(crate) fn version_dirs(&self) -> &[(Vec<u8>, u32)] {
+    /// The live files' newest version directories, found once per version of the store.
+    pub(crate) fn newest_versions(&self) -> &crate::variants::NewestVersions {
         self.versions.get_or_init(|| {
-            crate::variants::version_dirs(
+            crate::variants::newest_versions(
                 self.live_files()
                     .into_iter()
                     .map(|(si, f)| self.segments[si].path_bytes(f)),

@@ -15,7 +15,7 @@
 //! This module only reads paths; the store decides which files it asks about (the head of a
 //! ranking, `Store::lower_variants`) and keeps the list of version directories.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// What a variant's path prior is multiplied by. Chosen on semble's questions
 /// (docs/semantic-design.md, "Variants"): the mean NDCG@10 was 0.838 at 1 (no rule), 0.860 at
@@ -65,21 +65,23 @@ fn host_families(host: &str) -> &'static [&'static str] {
 /// The longest word of [`PLATFORMS`] and [`FAMILIES`].
 const LONGEST_WORD: usize = 12;
 
-/// The version directories among a store's files: each `vN` directory as its parent's path
-/// (with a trailing `/`, or empty at the root) and `N`, once each, sorted. A store finds them
-/// once, and only when a question's candidate lies in a version directory.
-pub(crate) fn version_dirs<'p>(paths: impl IntoIterator<Item = &'p [u8]>) -> Vec<(Vec<u8>, u32)> {
-    let mut found: Vec<(Vec<u8>, u32)> = Vec::new();
+/// The newest version among a store's files under each directory that holds `vN`
+/// directories: the parent's path (with a trailing `/`, or empty at the root) and the largest
+/// `N`. A store finds them once, and only when a question's candidate lies in a version
+/// directory.
+pub(crate) fn newest_versions<'p>(paths: impl IntoIterator<Item = &'p [u8]>) -> NewestVersions {
+    let mut newest = NewestVersions::new();
     for path in paths {
         for (parent, n) in versions_in(path) {
-            if !found.iter().any(|(p, m)| *m == n && p == parent) {
-                found.push((parent.to_vec(), n));
-            }
+            let m = newest.entry(parent.to_vec()).or_insert(n);
+            *m = (*m).max(n);
         }
     }
-    found.sort();
-    found
+    newest
 }
+
+/// [`newest_versions`]: a parent directory's path, and its newest `vN`'s `N`.
+pub(crate) type NewestVersions = BTreeMap<Vec<u8>, u32>;
 
 /// The `vN` directories on `path`'s way: each as its parent's path (with its trailing `/`) and
 /// `N`.
@@ -108,11 +110,7 @@ pub(crate) struct Variants {
 impl Variants {
     /// The variants for `query` on `host` ([`std::env::consts::OS`]).
     pub(crate) fn new(query: &str, host: &str) -> Variants {
-        let asked: HashSet<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_ascii_lowercase)
-            .collect();
+        let asked: HashSet<String> = crate::text::identifier_words(query).into_iter().collect();
         let families = host_families(host);
         let mut other_platform = Vec::new();
         let named = |words: &[&str]| words.iter().any(|w| asked.contains(*w));
@@ -135,21 +133,21 @@ impl Variants {
     }
 
     /// What the prior of `path` (a repo-relative path's bytes) is multiplied by: [`VARIANT_PRIOR`]
-    /// for a variant, else 1. `versions` gives the store's [`version_dirs`]; it is called only
+    /// for a variant, else 1. `newest` gives the store's [`newest_versions`]; it is called only
     /// when `path` lies in a version directory.
     pub(crate) fn prior<'v>(
         &self,
         path: &[u8],
-        versions: impl FnOnce() -> &'v [(Vec<u8>, u32)],
+        newest: impl FnOnce() -> &'v NewestVersions,
     ) -> f32 {
-        if self.is_variant(path, versions) {
+        if self.is_variant(path, newest) {
             VARIANT_PRIOR
         } else {
             1.0
         }
     }
 
-    fn is_variant<'v>(&self, path: &[u8], versions: impl FnOnce() -> &'v [(Vec<u8>, u32)]) -> bool {
+    fn is_variant<'v>(&self, path: &[u8], newest: impl FnOnce() -> &'v NewestVersions) -> bool {
         let (dirs, file) = match path.iter().rposition(|&b| b == b'/') {
             Some(end) => (&path[..end], &path[end + 1..]),
             None => (&path[..0], path),
@@ -162,20 +160,14 @@ impl Variants {
         if platform {
             return true;
         }
-        let mut versions = Some(versions);
-        let mut all: &[(Vec<u8>, u32)] = &[];
-        for (parent, n) in versions_in(path) {
-            if self.asked_versions.contains(&n) {
-                continue;
-            }
-            if let Some(find) = versions.take() {
-                all = find();
-            }
-            if all.iter().any(|(p, m)| p.as_slice() == parent && *m > n) {
-                return true;
-            }
+        let mut versions = versions_in(path)
+            .filter(|(_, n)| !self.asked_versions.contains(n))
+            .peekable();
+        if versions.peek().is_none() {
+            return false;
         }
-        false
+        let newest = newest();
+        versions.any(|(parent, n)| newest.get(parent).is_some_and(|&m| m > n))
     }
 
     /// Whether `word`, in any case, is one of [`Variants::other_platform`]; without allocating,
@@ -210,12 +202,12 @@ mod tests {
 
     /// Checks which of `paths` are variants for `query` on `host`, among `paths` alone.
     fn check(host: &str, query: &str, paths: &[&str], expected: &[&str]) {
-        let versions = super::version_dirs(paths.iter().map(|p| p.as_bytes()));
+        let newest = super::newest_versions(paths.iter().map(|p| p.as_bytes()));
         let v = Variants::new(query, host);
         let got: Vec<&str> = paths
             .iter()
             .copied()
-            .filter(|p| v.prior(p.as_bytes(), || &versions) < 1.0)
+            .filter(|p| v.prior(p.as_bytes(), || &newest) < 1.0)
             .collect();
         assert_eq!(got, expected, "{host}: {query}");
     }

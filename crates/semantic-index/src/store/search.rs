@@ -337,7 +337,7 @@ impl Store {
                     return;
                 }
                 let seg = &self.segments[*si];
-                let v = variants.prior(seg.path_bytes(*f), || self.version_dirs());
+                let v = variants.prior(seg.path_bytes(*f), || self.newest_versions());
                 if v < 1.0 {
                     let prior = seg.file_chunks(*f).2.clamp(0.0, 1.0);
                     let lowered = 1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior * v;

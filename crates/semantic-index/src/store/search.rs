@@ -317,24 +317,16 @@ impl Store {
         // The `wanted` best lowered scores of accepted files, the least on top.
         let mut answer: std::collections::BinaryHeap<std::cmp::Reverse<u32>> =
             std::collections::BinaryHeap::with_capacity(wanted + 1);
-        let descending =
-            |a: &(f32, usize, u32, u32), b: &(f32, usize, u32, u32)| b.0.total_cmp(&a.0);
-        let mut rest = best;
-        while !rest.is_empty() {
-            let all = std::mem::take(&mut rest);
-            let block = all.len().min(4 * wanted.max(64));
-            if block < all.len() {
-                all.select_nth_unstable_by(block - 1, descending);
-            }
-            let (head, tail) = all.split_at_mut(block);
-            head.sort_by(descending);
+        let score = |b: &(f32, usize, u32, u32)| b.0;
+        let no_order = |_: &_, _: &_| std::cmp::Ordering::Equal;
+        best_first(best, wanted, score, no_order, |head| {
             for (score, si, f, _) in head.iter_mut() {
                 let bar = match answer.peek() {
                     Some(std::cmp::Reverse(b)) if answer.len() == wanted => f32::from_bits(*b),
                     _ => 0.0,
                 };
                 if *score < reach.max(bar) {
-                    return;
+                    return false;
                 }
                 let seg = &self.segments[*si];
                 let v = variants.prior(seg.path_bytes(*f), || self.newest_versions());
@@ -351,14 +343,13 @@ impl Store {
                     }
                 }
             }
-            rest = tail;
-        }
+            true
+        });
     }
 }
 
 /// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
-/// scores in path order. Only the best block of scores is sorted (one more block at a time when
-/// `keep` refuses too many): a query scores every file, and the answer needs a few.
+/// scores in path order.
 fn best_kept<'p, E: Copy>(
     all: &mut [E],
     wanted: usize,
@@ -367,15 +358,38 @@ fn best_kept<'p, E: Copy>(
     keep: &dyn Fn(&str) -> bool,
 ) -> Vec<E> {
     let mut kept = Vec::new();
+    let in_path_order = |a: &E, b: &E| search_order(path(a), path(b));
+    best_first(all, wanted, &score, in_path_order, |head| {
+        kept.extend(
+            head.iter()
+                .filter(|e| keep(path(e)))
+                .take(wanted - kept.len())
+                .copied(),
+        );
+        kept.len() < wanted
+    });
+    kept
+}
+
+/// Hands `each` the entries of `all` best first by `score`, a block at a time, until it returns
+/// `false` or none are left: each block is the best `4 × wanted` (at least 64) of the rest,
+/// grown past entries of its last score (so that equal scores are ordered together), sorted by
+/// score, then by `ties`. Only the blocks handed out are sorted: a query scores every file, and
+/// the answer needs a few.
+fn best_first<E>(
+    all: &mut [E],
+    wanted: usize,
+    score: impl Fn(&E) -> f32,
+    ties: impl Fn(&E, &E) -> std::cmp::Ordering,
+    mut each: impl FnMut(&mut [E]) -> bool,
+) {
     let mut rest = all;
-    while kept.len() < wanted && !rest.is_empty() {
+    while !rest.is_empty() {
         let all = std::mem::take(&mut rest);
         let block = all.len().min(4 * wanted.max(64));
         if block < all.len() {
             all.select_nth_unstable_by(block - 1, |a, b| score(b).total_cmp(&score(a)));
         }
-        // Scores equal to the block's last one may lie past it: they join the block, so that
-        // equal scores are put in path order together.
         let cut = score(&all[block - 1]);
         let mut end = block;
         for i in block..all.len() {
@@ -385,20 +399,12 @@ fn best_kept<'p, E: Copy>(
             }
         }
         let (head, tail) = all.split_at_mut(end);
-        head.sort_by(|a, b| {
-            score(b)
-                .total_cmp(&score(a))
-                .then_with(|| search_order(path(a), path(b)))
-        });
-        kept.extend(
-            head.iter()
-                .filter(|e| keep(path(e)))
-                .take(wanted - kept.len())
-                .copied(),
-        );
+        head.sort_by(|a, b| score(b).total_cmp(&score(a)).then_with(|| ties(a, b)));
+        if !each(head) {
+            return;
+        }
         rest = tail;
     }
-    kept
 }
 
 /// A term's postings in one segment.

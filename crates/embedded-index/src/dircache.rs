@@ -20,12 +20,14 @@
 //! the names in it. No path is allocated until one has changed.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use search_profile::IGNORE_FILES;
 
+use crate::listing::PathBlock;
 use crate::segment::Stamp;
 
 /// The cache file's name in the index directory.
@@ -56,77 +58,12 @@ pub(crate) struct DirCache {
     /// glob is answered from this list while the directories' stamps hold. `None` when the
     /// walk could not list them all (a name that is not UTF-8, a directory that vanished).
     skipped: Option<Skipped>,
-    /// The selected files' paths, in path order.
-    files: PathBlock,
+    /// The selected files' paths, in path order (shared with the walk's list of them).
+    files: std::sync::Arc<PathBlock>,
     /// The files (indexes in path order) grouped by directory, in the order of `dirs`.
     by_dir: Vec<u32>,
     /// What include globs ask of the directories, found on first use.
     hidden: Derived<HiddenDirs>,
-}
-
-/// Paths as one block of text with a table of offsets, as the cache file stores them: a file's
-/// bytes decode into about as many bytes of memory, never into a structure per path, so a damaged
-/// or crafted file of 64 MiB costs about 64 MiB.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct PathBlock {
-    text: String,
-    /// Where each path starts in `text`, and where the last one ends (`len + 1` entries).
-    starts: Vec<u32>,
-}
-
-impl Default for PathBlock {
-    fn default() -> Self {
-        PathBlock::with_capacity(0)
-    }
-}
-
-impl PathBlock {
-    fn with_capacity(paths: usize) -> PathBlock {
-        let mut starts = Vec::with_capacity(paths + 1);
-        starts.push(0);
-        PathBlock {
-            text: String::new(),
-            starts,
-        }
-    }
-
-    /// Adds `path` at the end; `None` when the text would outgrow the offsets' 4 GiB.
-    fn push(&mut self, path: &str) -> Option<()> {
-        let end = u32::try_from(self.text.len().checked_add(path.len())?).ok()?;
-        self.text.push_str(path);
-        self.starts.push(end);
-        Some(())
-    }
-
-    fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
-    }
-
-    /// Path `i` (< `len()`).
-    fn get(&self, i: usize) -> &str {
-        // Checked when read: every start is a character boundary, in order.
-        self.text
-            .get(self.starts[i] as usize..self.starts[i + 1] as usize)
-            .unwrap_or("")
-    }
-
-    /// Appends the table of offsets to `out` (the count is the caller's to write).
-    fn put_starts(&self, out: &mut Vec<u8>) {
-        for v in &self.starts {
-            put_u32(out, *v);
-        }
-    }
-
-    /// The block of `starts` into `text`, as a cache file holds them: `None` unless every
-    /// path is non-empty and lies in the text, in order, between character boundaries.
-    fn checked(starts: Vec<u32>, text: &[u8]) -> Option<PathBlock> {
-        let text = String::from_utf8(text.to_vec()).ok()?;
-        let valid = starts.first() == Some(&0)
-            && starts.last().is_some_and(|&e| e as usize == text.len())
-            && starts.windows(2).all(|w| w[0] < w[1])
-            && starts.iter().all(|&s| text.is_char_boundary(s as usize));
-        valid.then_some(PathBlock { text, starts })
-    }
 }
 
 /// Paths a walk skipped, each a file or a directory, with a kind byte each.
@@ -142,7 +79,10 @@ impl Skipped {
     /// text outgrows the offsets' 4 GiB.
     pub(crate) fn new(entries: &[(String, bool)]) -> Option<Skipped> {
         let mut out = Skipped {
-            paths: PathBlock::with_capacity(entries.len()),
+            paths: PathBlock::with_capacity(
+                entries.len(),
+                entries.iter().map(|(p, _)| p.len()).sum(),
+            ),
             kinds: Vec::with_capacity(entries.len()),
         };
         for (path, is_dir) in entries {
@@ -192,6 +132,16 @@ enum Look {
 
 fn lstat(path: &Path) -> Option<Stamp> {
     std::fs::symlink_metadata(path).ok().map(|m| Stamp::of(&m))
+}
+
+/// The stamp of an entry that a directory listing `lstat`ed.
+pub(crate) fn as_stamp(s: &search_profile::EntryStat) -> Stamp {
+    Stamp {
+        len: s.len,
+        mtime_ns: s.mtime_ns,
+        ctime_ns: s.ctime_ns,
+        ino: s.ino,
+    }
 }
 
 /// The directory part of a repo-relative path (`""` at the root).
@@ -246,9 +196,9 @@ impl DirCache {
     /// (both repo-relative, with the stamps the walk saw); what it skipped there is not recorded
     /// until [`DirCache::record_skipped`]. `None` when a directory is too young to vouch for
     /// itself, changed while it was recorded, or does not account for a file.
-    pub(crate) fn record<'f>(
+    pub(crate) fn record(
         root: &Path,
-        files: impl ExactSizeIterator<Item = &'f str>,
+        files: std::sync::Arc<PathBlock>,
         mut dirs: Vec<(String, Stamp)>,
         walked_at: SystemTime,
     ) -> Option<DirCache> {
@@ -365,11 +315,11 @@ impl DirCache {
 
     /// The cache of a walk that selected `files` (in path order) in `dirs` (in path order), with
     /// these rules: `None` when a file's directory is not among `dirs`.
-    fn from_parts<'f>(
+    fn from_parts(
         rules: Vec<(PathBuf, Option<Stamp>)>,
         dirs: Vec<(String, Stamp)>,
         ignore_files: Vec<(String, Stamp)>,
-        files: impl ExactSizeIterator<Item = &'f str>,
+        files: std::sync::Arc<PathBlock>,
     ) -> Option<DirCache> {
         // Group the files by directory: each file's directory must be one the walk entered.
         let slot: std::collections::HashMap<&str, usize> = dirs
@@ -378,10 +328,8 @@ impl DirCache {
             .map(|(i, (rel, _))| (rel.as_str(), i))
             .collect();
         let mut groups: Vec<Vec<u32>> = vec![Vec::new(); dirs.len()];
-        let mut block = PathBlock::with_capacity(files.len());
-        for (i, f) in files.enumerate() {
+        for (i, f) in files.iter().enumerate() {
             groups[*slot.get(parent(f))?].push(u32::try_from(i).ok()?);
-            block.push(f)?;
         }
         let dirs = dirs
             .into_iter()
@@ -393,7 +341,7 @@ impl DirCache {
             dirs,
             ignore_files,
             skipped: None,
-            files: block,
+            files,
             by_dir: groups.concat(),
             hidden: Derived::default(),
         })
@@ -409,6 +357,11 @@ impl DirCache {
                 Some(start)
             })
             .collect()
+    }
+
+    /// The selected files' paths, in path order.
+    pub(crate) fn files(&self) -> &std::sync::Arc<PathBlock> {
+        &self.files
     }
 
     /// How many files the walk selected.
@@ -552,12 +505,6 @@ impl DirCache {
                     }
                 }
                 let stats = worktree.stat_entries(rel, names);
-                let as_stamp = |s: &search_profile::EntryStat| Stamp {
-                    len: s.len,
-                    mtime_ns: s.mtime_ns,
-                    ctime_ns: s.ctime_ns,
-                    ino: s.ino,
-                };
                 let (own, rest) = stats.split_first()?;
                 let (ignores, files) = rest.split_at(ignore_of[d].len());
                 let holds = own.is_some_and(|s| !s.is_file && as_stamp(&s) == *stamp)
@@ -604,70 +551,112 @@ impl DirCache {
     /// in a crash only costs one walk). A cache over [`MAX_BYTES`] is not written: a reader
     /// would refuse it.
     pub(crate) fn write(&self, dir: &index_storage::IndexDir) {
-        let bytes = encode(self);
-        if bytes.len() as u64 > MAX_BYTES {
-            return;
-        }
-        let _ = dir.write_unsynced(DIR_CACHE, &bytes);
+        let _ = dir.write_unsynced_with(DIR_CACHE, |w| encode_to(self, w));
     }
 }
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
-
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u32(out, s.len() as u32);
     out.extend_from_slice(s.as_bytes());
 }
-
 fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
     for v in [s.len, s.mtime_ns, s.ctime_ns, s.ino] {
         out.extend_from_slice(&v.to_le_bytes());
     }
 }
 
-/// The file: magic; rules; directories (path, stamp, file count); ignore files; the skipped
-/// entries (a flag, then, when recorded, their count, `count + 1` path starts, a kind byte each
-/// and their text); the file count, then `files + 1` path starts and `files` indexes grouped by
-/// directory (all u32, little endian); the paths' text; a crc32 of everything before it.
-fn encode(c: &DirCache) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    put_u32(&mut out, c.rules.len() as u32);
+/// Passes bytes on to `out` while it sums their crc32 and counts them, refusing any byte past
+/// [`MAX_BYTES`]: a cache that large is not written.
+struct Summed<'w> {
+    out: &'w mut dyn Write,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl Write for Summed<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.len += bytes.len() as u64;
+        if self.len > MAX_BYTES {
+            return Err(std::io::Error::other("directory cache too large"));
+        }
+        self.crc.update(bytes);
+        self.out.write_all(bytes)?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Writes `ids` as little-endian u32s, a block at a time.
+fn put_u32s(w: &mut dyn Write, ids: &[u32]) -> std::io::Result<()> {
+    let mut block = Vec::with_capacity(4 << 10);
+    for chunk in ids.chunks(1 << 10) {
+        block.clear();
+        for v in chunk {
+            put_u32(&mut block, *v);
+        }
+        w.write_all(&block)?;
+    }
+    Ok(())
+}
+
+/// Writes the cache file's bytes to `out`, streaming the paths and tables rather than copying
+/// them into one buffer first: at a monorepo's scale they are tens of megabytes.
+fn encode_to(c: &DirCache, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut w = Summed {
+        out,
+        crc: crc32fast::Hasher::new(),
+        len: 0,
+    };
+    let mut head = MAGIC.to_vec();
+    put_u32(&mut head, c.rules.len() as u32);
     for (p, s) in &c.rules {
-        put_str(&mut out, &p.to_string_lossy());
-        out.push(u8::from(s.is_some()));
-        put_stamp(&mut out, &s.unwrap_or_default());
+        put_str(&mut head, &p.to_string_lossy());
+        head.push(u8::from(s.is_some()));
+        put_stamp(&mut head, &s.unwrap_or_default());
     }
-    put_u32(&mut out, c.dirs.len() as u32);
+    put_u32(&mut head, c.dirs.len() as u32);
     for (p, s, n) in &c.dirs {
-        put_str(&mut out, p);
-        put_stamp(&mut out, s);
-        put_u32(&mut out, *n);
+        put_str(&mut head, p);
+        put_stamp(&mut head, s);
+        put_u32(&mut head, *n);
     }
-    put_u32(&mut out, c.ignore_files.len() as u32);
+    put_u32(&mut head, c.ignore_files.len() as u32);
     for (p, s) in &c.ignore_files {
-        put_str(&mut out, p);
-        put_stamp(&mut out, s);
+        put_str(&mut head, p);
+        put_stamp(&mut head, s);
     }
     match &c.skipped {
-        None => out.push(0),
+        None => head.push(0),
         Some(skipped) => {
-            out.push(1);
-            put_u32(&mut out, skipped.kinds.len() as u32);
-            skipped.paths.put_starts(&mut out);
-            out.extend_from_slice(&skipped.kinds);
-            out.extend_from_slice(skipped.paths.text.as_bytes());
+            head.push(1);
+            put_u32(&mut head, skipped.kinds.len() as u32);
+            w.write_all(&head)?;
+            head.clear();
+            put_u32s(&mut w, skipped.paths.starts())?;
+            w.write_all(&skipped.kinds)?;
+            w.write_all(skipped.paths.text().as_bytes())?;
         }
     }
-    put_u32(&mut out, c.len() as u32);
-    c.files.put_starts(&mut out);
-    for v in &c.by_dir {
-        put_u32(&mut out, *v);
-    }
-    out.extend_from_slice(c.files.text.as_bytes());
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    put_u32(&mut head, c.len() as u32);
+    w.write_all(&head)?;
+    put_u32s(&mut w, c.files.starts())?;
+    put_u32s(&mut w, &c.by_dir)?;
+    w.write_all(c.files.text().as_bytes())?;
+    let crc = w.crc.clone().finalize();
+    w.out.write_all(&crc.to_le_bytes())
+}
+
+/// The cache file's bytes.
+#[cfg(test)]
+fn encode(c: &DirCache) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_to(c, &mut out).expect("a test's cache fits");
     out
 }
 
@@ -758,7 +747,7 @@ fn decode(bytes: &[u8]) -> Option<DirCache> {
     let starts = r.u32s(files.checked_add(1)?)?;
     c.by_dir = r.u32s(files)?;
     // The text is the rest of the body.
-    c.files = PathBlock::checked(starts, r.take(body.len() - r.at)?)?;
+    c.files = std::sync::Arc::new(PathBlock::checked(starts, r.take(body.len() - r.at)?)?);
     // Every directory's files add up to all of them, and each names a file.
     let grouped = c.dirs.iter().map(|d| d.2 as usize).sum::<usize>() == files
         && c.by_dir.iter().all(|&i| (i as usize) < files);
@@ -779,6 +768,15 @@ mod tests {
         }
     }
 
+    /// `paths` as the block a walk would share with the cache.
+    fn block(paths: &[&str]) -> std::sync::Arc<crate::listing::PathBlock> {
+        let mut b = crate::listing::PathBlock::default();
+        for p in paths {
+            b.push(p).expect("small");
+        }
+        std::sync::Arc::new(b)
+    }
+
     #[test]
     fn the_cache_file_round_trips_and_damage_is_refused() {
         let mut c = DirCache::from_parts(
@@ -788,7 +786,7 @@ mod tests {
             ],
             vec![(String::new(), s(2)), ("src".into(), s(3))],
             vec![(".gitignore".into(), s(4))],
-            ["a.txt", "src/b.rs", "名前.md"].into_iter(),
+            block(&["a.txt", "src/b.rs", "名前.md"]),
         )
         .expect("every file's directory was walked");
         assert_eq!(
@@ -823,7 +821,7 @@ mod tests {
             Vec::new(),
             vec![(String::new(), s(2))],
             Vec::new(),
-            std::iter::empty(),
+            block(&[]),
         )
         .expect("no file to account for");
         let entries: Vec<(String, bool)> = (0..200_000)
@@ -840,9 +838,7 @@ mod tests {
                 .zip(&entries)
                 .all(|((p, d), (q, e))| p == q && d == *e)
         );
-        let heap = skipped.paths.text.capacity()
-            + skipped.paths.starts.capacity() * 4
-            + skipped.kinds.capacity();
+        let heap = skipped.paths.heap_bytes() + skipped.kinds.capacity();
         assert!(
             heap <= bytes.len(),
             "{heap} bytes decoded from {}",
@@ -857,7 +853,7 @@ mod tests {
             vec![("/a/.ignore".into(), Some(s(1)))],
             vec![(String::new(), s(2))],
             Vec::new(),
-            std::iter::empty(),
+            block(&[]),
         )
         .expect("no file to account for");
         c.skipped = super::Skipped::new(&[("a.log".into(), false)]);
@@ -887,7 +883,7 @@ mod tests {
             Vec::new(),
             dirs.iter().map(|d| (d.to_string(), s(1))).collect(),
             Vec::new(),
-            [".a/b/c/f.rs", "src/.h/g.rs", "x.rs"].into_iter(),
+            block(&[".a/b/c/f.rs", "src/.h/g.rs", "x.rs"]),
         )
         .expect("every file's directory was walked");
         assert_eq!(
@@ -913,7 +909,7 @@ mod tests {
             Vec::new(),
             vec![(String::new(), s(2))],
             Vec::new(),
-            ["a.txt", "lost/b.rs"].into_iter(),
+            block(&["a.txt", "lost/b.rs"]),
         );
         assert_eq!(c, None);
     }

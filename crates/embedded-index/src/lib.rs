@@ -89,9 +89,9 @@ pub struct EmbeddedIndexConfig {
     pub threads: Option<usize>,
     /// A build writes a segment each time this many (trigram, file) pairs have accumulated. This
     /// bounds build memory by the segment, not the corpus: about 12 bytes per pair (the files'
-    /// trigram lists, the sorted postings, the encoded bytes), plus the encoder's fixed 64 MiB
-    /// table. The default (3 Mi pairs) keeps a build under 128 MiB of heap whatever the corpus
-    /// (measured on Linux 6.12: 4 Mi pairs peaked at 138 MiB; 3 Mi pairs, 118.5 MiB).
+    /// trigram lists, the sorted postings, the encoded bytes), plus the encoder's counts (about
+    /// 16 MiB for source text) and the list of selected paths. The default (3 Mi pairs) keeps a
+    /// build under 128 MiB of heap up to a corpus ten times Linux's (`docs/benchmarks.md`).
     pub pairs_per_segment: usize,
     /// Updates merge the small segments once there are more than this many.
     pub max_small_segments: usize,

@@ -55,59 +55,6 @@ enum Extent<'a> {
     Paths(&'a [String]),
 }
 
-/// The selection a walk saw, each file with its stamp, in path order: a list the walk built, or
-/// the directory cache's paths with the stamps just read.
-enum Selected {
-    Walked(Listing),
-    Cached(std::sync::Arc<DirCache>, Vec<Stamp>),
-}
-
-impl Selected {
-    fn len(&self) -> usize {
-        match self {
-            Selected::Walked(v) => v.len(),
-            Selected::Cached(_, stamps) => stamps.len(),
-        }
-    }
-
-    /// File `i` (< `len()`) and its stamp.
-    fn get(&self, i: usize) -> (&str, &Stamp) {
-        match self {
-            Selected::Walked(v) => v.get(i),
-            Selected::Cached(c, stamps) => (c.path(i), &stamps[i]),
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&str, &Stamp)> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-
-    fn into_vec(self) -> Vec<(String, Stamp)> {
-        match self {
-            Selected::Walked(v) => v.into_vec(),
-            Selected::Cached(c, stamps) => stamps
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| (c.path(i).to_owned(), s))
-                .collect(),
-        }
-    }
-
-    fn into_listing(self) -> Listing {
-        match self {
-            Selected::Walked(v) => v,
-            Selected::Cached(c, stamps) => {
-                let bytes = (0..stamps.len()).map(|i| c.path(i).len()).sum();
-                let mut out = Listing::with_capacity(stamps.len(), bytes);
-                for (i, s) in stamps.into_iter().enumerate() {
-                    out.push(c.path(i), s);
-                }
-                out
-            }
-        }
-    }
-}
-
 /// Files to read again and files to remove.
 #[derive(Debug, Default)]
 struct Diff {
@@ -116,9 +63,21 @@ struct Diff {
 }
 
 impl EmbeddedIndex {
-    /// The selection now, each file with the stamp the walk saw, in path order.
-    pub(crate) fn walk_stamps(&self) -> Result<Listing, EmbeddedIndexError> {
-        Ok(self.walk(Extent::Whole)?.0.into_listing())
+    /// The selection now, in path order, without the files' stamps: what a build reads. A build
+    /// takes each file's stamp from the file it opens, so the walk need not `stat` the files,
+    /// and the list costs only their paths, shared with the directory cache.
+    pub(crate) fn walk_paths(&self) -> Result<Listing<()>, EmbeddedIndexError> {
+        let threads = crate::threads(&self.config);
+        if let Some(cache) = DirCache::read(&self.dir())
+            && cache.directories_hold(&self.worktree(), threads)
+        {
+            let paths = cache.files().clone();
+            let n = paths.len();
+            self.hold_dircache(Some(std::sync::Arc::new(cache)));
+            return Listing::new(paths, vec![(); n]).ok_or(EmbeddedIndexError::Corrupt);
+        }
+        let selection = Selection::held(&self.root).threads(threads);
+        Ok(self.walk_and_record(&selection, |_| Some(()))?.0)
     }
 
     /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
@@ -127,49 +86,60 @@ impl EmbeddedIndex {
     ///
     /// Also says whether the walk was complete (no directory failed to list): what an incomplete
     /// walk did not see must not be removed.
-    fn walk(&self, extent: Extent<'_>) -> Result<(Selected, bool), EmbeddedIndexError> {
+    fn walk(&self, extent: Extent<'_>) -> Result<(Listing, bool), EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
         let mut selection = Selection::held(&self.root).threads(threads);
         if let Extent::Whole = extent {
             if let Some(cache) = DirCache::read(&self.dir())
                 && let Some(stamps) = cache.stamps_if_holding(&self.worktree(), threads)
             {
-                let cache = std::sync::Arc::new(cache);
-                self.hold_dircache(Some(cache.clone()));
-                return Ok((Selected::Cached(cache, stamps), true));
+                let paths = cache.files().clone();
+                self.hold_dircache(Some(std::sync::Arc::new(cache)));
+                let listing = Listing::new(paths, stamps).ok_or(EmbeddedIndexError::Corrupt)?;
+                return Ok((listing, true));
             }
-            let (walked, complete) = self.walk_and_record(&selection);
-            return Ok((Selected::Walked(walked), complete));
+            return self.walk_and_record(&selection, |e| match e {
+                FileEntry::File { entry, .. } => entry.metadata().ok().map(|m| Stamp::of(&m)),
+                _ => None,
+            });
         }
         if let Extent::Paths(paths) = extent {
             if paths.is_empty() {
-                return Ok((Selected::Walked(Listing::default()), true));
+                return Ok((Listing::default(), true));
             }
             selection = selection.only(paths.iter().map(String::as_str));
         }
         let (walked, complete) =
             selection.collect_checked(|_, entry| entry.metadata().ok().map(|m| Stamp::of(&m)));
-        Ok((Selected::Walked(Listing::from(walked)), complete))
+        Ok((
+            Listing::from_vec(walked).ok_or_else(too_many_paths)?,
+            complete,
+        ))
     }
 
-    /// Walks the whole selection, and records what it saw in the directory cache when the walk
+    /// Walks the whole selection, keeping what `keep` takes of each file (a file it gives
+    /// nothing for is left out), and records what it saw in the directory cache when the walk
     /// was complete: the files and directories it selected, and what it skipped in them.
-    fn walk_and_record(&self, selection: &Selection) -> (Listing, bool) {
+    fn walk_and_record<T: Send>(
+        &self,
+        selection: &Selection,
+        keep: impl Fn(&FileEntry<'_>) -> Option<T> + Sync,
+    ) -> Result<(Listing<T>, bool), EmbeddedIndexError> {
         let walked_at = SystemTime::now();
         let dirs = std::sync::Mutex::new(Vec::new());
         let found = std::sync::Mutex::new(Vec::new());
         let complete = std::sync::atomic::AtomicBool::new(true);
         selection.for_each_entry(true, || {
-            let complete = &complete;
+            let (complete, keep) = (&complete, &keep);
             let mut local = TreeFlush {
                 dirs: Vec::new(),
                 files: Vec::new(),
                 into: (&dirs, &found),
             };
             move |e: FileEntry<'_>| match e {
-                FileEntry::File { rel, entry } => {
-                    if let Ok(m) = entry.metadata() {
-                        local.files.push((rel.to_owned(), Stamp::of(&m)));
+                FileEntry::File { rel, .. } => {
+                    if let Some(kept) = keep(&e) {
+                        local.files.push((Box::from(rel), kept));
                     }
                 }
                 FileEntry::Dir { rel, entry } => match entry.metadata() {
@@ -186,21 +156,23 @@ impl EmbeddedIndex {
         // In place (paths are unique, so stability adds nothing), then one block of text: at a
         // monorepo's scale a merge sort's buffer and a `String` per path are tens of megabytes.
         files.sort_unstable_by(|a, b| PathKey::compare(&a.0, &b.0));
-        let files = Listing::from(files);
+        let files = Listing::from_vec(files).ok_or_else(too_many_paths)?;
         let complete = complete.into_inner();
         let mut recorded = None;
         if complete {
             let dirs = dirs.into_inner().unwrap_or_else(|p| p.into_inner());
-            // The paths are lent, never copied: at a monorepo's scale a copy of every path is
+            // The cache shares the list's paths: at a monorepo's scale a copy of every path is
             // tens of megabytes on top of the walk's own.
-            if let Some(mut cache) = DirCache::record(&self.root, files.paths(), dirs, walked_at) {
+            if let Some(mut cache) =
+                DirCache::record(&self.root, files.paths().clone(), dirs, walked_at)
+            {
                 cache.record_skipped(&self.root, crate::threads(&self.config));
                 cache.write(&self.dir());
                 recorded = Some(std::sync::Arc::new(cache));
             }
         }
         self.hold_dircache(recorded);
-        (files, complete)
+        Ok((files, complete))
     }
 
     /// Keeps `cache` as the directory cache known to hold, or forgets it.
@@ -237,7 +209,7 @@ impl EmbeddedIndex {
         Some(cache)
     }
 
-    fn diff(snap: &Snapshot, selected: &Selected, extent: Extent<'_>) -> Diff {
+    fn diff(snap: &Snapshot, selected: &Listing, extent: Extent<'_>) -> Diff {
         let mut d = Diff::default();
         // A racy file is read again until its stamp can vouch for it. An unreadable one is not
         // read again until its stamp changes (a `chmod` changes its ctime): queries verify it
@@ -453,16 +425,27 @@ impl EmbeddedIndex {
     }
 }
 
-type Stamped = std::sync::Mutex<Vec<(String, Stamp)>>;
+/// What a walk collects of the files: each path with what it keeps of the file.
+type Found<T> = std::sync::Mutex<Vec<(Box<str>, T)>>;
 
-/// A walker thread's directories and files, handed over once when its visitor is dropped.
-struct TreeFlush<'a> {
-    dirs: Vec<(String, Stamp)>,
-    files: Vec<(String, Stamp)>,
-    into: (&'a Stamped, &'a Stamped),
+/// What a walk collects of the directories it enters: each path with its stamp.
+type Entered = std::sync::Mutex<Vec<(String, Stamp)>>;
+
+/// The selection's paths do not fit the 4 GiB of text that a list of them can hold.
+pub(crate) fn too_many_paths() -> EmbeddedIndexError {
+    EmbeddedIndexError::Io(std::io::Error::other(
+        "the selected files' paths exceed 4 GiB of text",
+    ))
 }
 
-impl Drop for TreeFlush<'_> {
+/// One walk thread's findings, handed over when the thread is done with them.
+struct TreeFlush<'a, T> {
+    dirs: Vec<(String, Stamp)>,
+    files: Vec<(Box<str>, T)>,
+    into: (&'a Entered, &'a Found<T>),
+}
+
+impl<T> Drop for TreeFlush<'_, T> {
     fn drop(&mut self) {
         self.into
             .0

@@ -92,15 +92,42 @@ pub(crate) struct DocTrigrams {
 }
 
 /// Serializes segments with a counting sort over the 2^24 trigram space: two passes over the
-/// (trigram, doc) pairs, no comparison sort. The 64 MiB count table is reused across batches.
+/// (trigram, doc) pairs, no comparison sort. The count table is reused across batches.
 pub(crate) struct Encoder {
-    cursor: Vec<u32>,
+    cursor: Counts,
+}
+
+/// Trigrams per page of [`Counts`]: one page covers every last byte after a given two.
+const COUNT_PAGE: usize = 1 << 10;
+
+/// A u32 per trigram, zero until touched, kept in pages that are allocated on first touch. Text
+/// touches the pages of a few thousand byte pairs (about 10 MiB), where a flat table is 64 MiB
+/// that a build would hold throughout; binary files can touch every page, which is the flat
+/// table's size and no more.
+struct Counts {
+    pages: Vec<Option<Box<[u32]>>>,
+}
+
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            pages: vec![None; (1 << 24) / COUNT_PAGE],
+        }
+    }
+
+    /// The count of trigram `t` (< 2^24), its page allocated when first touched.
+    fn at(&mut self, t: u32) -> &mut u32 {
+        let t = t as usize;
+        let page = self.pages[t / COUNT_PAGE]
+            .get_or_insert_with(|| vec![0; COUNT_PAGE].into_boxed_slice());
+        &mut page[t % COUNT_PAGE]
+    }
 }
 
 impl Encoder {
     pub(crate) fn new() -> Encoder {
         Encoder {
-            cursor: vec![0; 1 << 24],
+            cursor: Counts::new(),
         }
     }
 
@@ -110,7 +137,7 @@ impl Encoder {
         let mut total = 0usize;
         for d in docs {
             for &t in &d.trigrams {
-                let c = &mut self.cursor[t as usize];
+                let c = self.cursor.at(t);
                 if *c == 0 {
                     touched.push(t);
                 }
@@ -123,33 +150,31 @@ impl Encoder {
         let mut lens = Vec::with_capacity(touched.len());
         let mut running = 0u32;
         for &t in &touched {
-            let c = self.cursor[t as usize];
-            lens.push(c);
-            self.cursor[t as usize] = running;
-            running += c;
+            let c = self.cursor.at(t);
+            lens.push(*c);
+            *c = running;
+            running += lens[lens.len() - 1];
         }
         let mut flat = vec![0u32; total];
         for (id, d) in docs.iter().enumerate() {
             for &t in &d.trigrams {
-                let c = &mut self.cursor[t as usize];
+                let c = self.cursor.at(t);
                 flat[*c as usize] = id as u32;
                 *c += 1;
             }
         }
         for &t in &touched {
-            self.cursor[t as usize] = 0;
+            *self.cursor.at(t) = 0;
         }
-        let mut lists = Vec::with_capacity(touched.len());
-        let mut begin = 0usize;
-        for (&t, &len) in touched.iter().zip(&lens) {
-            let end = begin + len as usize;
-            lists.push((t, &flat[begin..end]));
-            begin = end;
-        }
+        let lists = touched.iter().zip(&lens).scan(0usize, |begin, (&t, &len)| {
+            let start = *begin;
+            *begin += len as usize;
+            Some((t, &flat[start..*begin]))
+        });
         encode_lists(
             docs.iter().map(|d| (d.path.as_str(), d.meta)),
             docs.len(),
-            lists.into_iter(),
+            lists,
         )
     }
 }
@@ -712,7 +737,7 @@ mod tests {
 
     #[test]
     fn encoder_reused_across_batches_does_not_leak_counts() {
-        // The 64 MiB count table is reused; a batch must start from zeroes.
+        // The count table is reused; a batch must start from zeroes.
         let mut encoder = Encoder::new();
         let first = encoder.encode(&sample_docs());
         let second = encoder.encode(&sample_docs());
@@ -721,6 +746,52 @@ mod tests {
         let seg = open_bytes(&bytes, crc).unwrap();
         assert_eq!(seg.postings(B), [0]);
         assert_eq!(seg.count(A), 0);
+    }
+
+    /// Counts are kept in pages allocated when first touched: text touches the pages of its
+    /// byte pairs, never the whole 2^24 table, and a trigram at either end of the space has
+    /// its own page.
+    #[test]
+    fn the_encoder_allocates_count_pages_only_for_the_trigrams_it_sees() {
+        let mut encoder = Encoder::new();
+        let pages = |e: &Encoder| e.cursor.pages.iter().filter(|p| p.is_some()).count();
+        assert_eq!(pages(&encoder), 0);
+        let trigrams = |text: &str| {
+            let mut t: Vec<u32> = text
+                .as_bytes()
+                .windows(3)
+                .map(|w| u32::from(w[0]) << 16 | u32::from(w[1]) << 8 | u32::from(w[2]))
+                .collect();
+            t.sort_unstable();
+            t.dedup();
+            t
+        };
+        let text = "fn main() { println!(\"hello, world\"); }";
+        let docs = [DocTrigrams {
+            path: "a.rs".into(),
+            trigrams: trigrams(text),
+            meta: DocMeta::default(),
+        }];
+        let first = encoder.encode(&docs);
+        let touched = pages(&encoder);
+        // One page per distinct pair of leading bytes, at most.
+        assert!(touched > 0 && touched <= trigrams(text).len(), "{touched}");
+        assert_eq!(
+            encoder.encode(&docs),
+            first,
+            "a page reused starts from zero"
+        );
+        assert_eq!(
+            pages(&encoder),
+            touched,
+            "the same trigrams reuse their pages"
+        );
+        let edges = [doc("edge", &[0, (1 << 24) - 1], 9, 0, Stamp::default())];
+        let (bytes, crc) = encoder.encode(&edges);
+        let seg = open_bytes(&bytes, crc).unwrap();
+        assert_eq!(seg.postings(0), [0]);
+        assert_eq!(seg.postings((1 << 24) - 1), [0]);
+        assert_eq!(pages(&encoder), touched + 2);
     }
 
     #[test]

@@ -76,73 +76,74 @@ impl EmbeddedIndex {
         })
     }
 
-    /// Reads the files at `paths` (with the stamps the walk saw) into documents, on all threads.
-    /// Each file is opened beneath the root without following symlinks; its stamp is taken from
-    /// the open file before it is read.
+    /// Reads the files at `paths` into documents, on all threads. Each file is opened beneath the
+    /// root without following symlinks; its stamp is taken from the open file before it is read.
+    /// A file that cannot be opened or read gets the stamp its directory lists for it, so that it
+    /// is not read again until it changes.
     fn read_docs(
         &self,
-        paths: &[(&str, Stamp)],
+        paths: &[&str],
         threads: usize,
     ) -> Result<Vec<DocTrigrams>, EmbeddedIndexError> {
         let worktree = self.worktree();
         // `None` for a file that is gone, or is no longer a regular file reached without a
         // symlink, since the walk saw it: it is not selected any more, so it is not indexed (its
         // old copy, if any, is removed by the caller's deletion mark).
-        let docs = parallel::map(
-            paths,
-            threads,
-            trigram::Extractor::new,
-            |_, &(path, walked), ex| {
-                let mut meta = DocMeta {
-                    prior: Prior::of(path).step(),
-                    flags: 0,
-                    stamp: walked,
-                };
-                if index_guard::check_path(path).is_err() {
-                    meta.flags |= flags::REFUSED_NAME;
+        let docs = parallel::map(paths, threads, trigram::Extractor::new, |_, &path, ex| {
+            let mut meta = DocMeta {
+                prior: Prior::of(path).step(),
+                flags: 0,
+                stamp: Stamp::default(),
+            };
+            if index_guard::check_path(path).is_err() {
+                meta.flags |= flags::REFUSED_NAME;
+            }
+            let file = match worktree.open_file(path) {
+                Ok(f) => Some(f),
+                Err(
+                    search_profile::OpenError::Missing
+                    | search_profile::OpenError::NotRegular
+                    | search_profile::OpenError::Symlink,
+                ) => return None,
+                Err(_) => None,
+            };
+            let read = file.and_then(|file| {
+                let now = SystemTime::now();
+                let stamp = file.metadata().ok().map(|m| Stamp::of(&m))?;
+                let trigrams = ex.extract_reader(&file).ok()?;
+                Some((stamp, now, trigrams))
+            });
+            let trigrams = match read {
+                Some((stamp, now, trigrams)) => {
+                    meta.stamp = stamp;
+                    if is_racy(&stamp, now) {
+                        meta.flags |= flags::RACY;
+                    }
+                    trigrams
                 }
-                let file = match worktree.open_file(path) {
-                    Ok(f) => Some(f),
-                    Err(
-                        search_profile::OpenError::Missing
-                        | search_profile::OpenError::NotRegular
-                        | search_profile::OpenError::Symlink,
-                    ) => return None,
-                    Err(_) => None,
-                };
-                let read = file.and_then(|file| {
-                    let now = SystemTime::now();
-                    let stamp = file.metadata().ok().map(|m| Stamp::of(&m))?;
-                    let trigrams = ex.extract_reader(&file).ok()?;
-                    Some((stamp, now, trigrams))
-                });
-                let trigrams = match read {
-                    Some((stamp, now, trigrams)) => {
-                        meta.stamp = stamp;
-                        if is_racy(&stamp, now) {
-                            meta.flags |= flags::RACY;
-                        }
-                        trigrams
+                None => {
+                    meta.flags |= flags::UNREADABLE;
+                    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+                    if let Some(Some(s)) = worktree.stat_entries(dir, &[name]).first() {
+                        meta.stamp = crate::dircache::as_stamp(s);
                     }
-                    None => {
-                        meta.flags |= flags::UNREADABLE;
-                        Vec::new()
-                    }
-                };
-                Some(DocTrigrams {
-                    path: path.to_owned(),
-                    trigrams,
-                    meta,
-                })
-            },
-        )?;
+                    Vec::new()
+                }
+            };
+            Some(DocTrigrams {
+                path: path.to_owned(),
+                trigrams,
+                meta,
+            })
+        })?;
         Ok(docs.into_iter().flatten().collect())
     }
 
-    /// Writes `paths` as segments of at most `pairs_per_segment` (trigram, file) pairs each.
-    fn write_docs(
+    /// Writes the files of `paths` as segments of at most `pairs_per_segment` (trigram, file)
+    /// pairs each.
+    fn write_docs<T>(
         &self,
-        paths: &Listing,
+        paths: &Listing<T>,
         generation: u64,
         durability: Durability,
         progress: &mut dyn FnMut(usize, usize),
@@ -166,11 +167,8 @@ impl EmbeddedIndex {
             Ok(())
         };
         for (done, start) in (0..paths.len()).step_by(chunk).enumerate() {
-            let slice: Vec<(&str, Stamp)> = (start..(start + chunk).min(paths.len()))
-                .map(|i| {
-                    let (path, stamp) = paths.get(i);
-                    (path, *stamp)
-                })
+            let slice: Vec<&str> = (start..(start + chunk).min(paths.len()))
+                .map(|i| paths.get(i).0)
                 .collect();
             for doc in self.read_docs(&slice, threads)? {
                 pairs += doc.trigrams.len();
@@ -217,7 +215,7 @@ impl EmbeddedIndex {
         source_revision: &str,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<crate::BuildStats, EmbeddedIndexError> {
-        let selected = self.walk_stamps()?;
+        let selected = self.walk_paths()?;
         // The walk's directory cache is on disk; kept in memory through the build, it would add
         // every path once more to the build's peak (tens of megabytes on a monorepo). A glob
         // query after the build checks the file's directories instead.
@@ -392,7 +390,7 @@ impl EmbeddedIndex {
             .collect();
         new_docs.sort_by(|a, b| search_profile::PathKey::compare(&a.0, &b.0));
         entries.extend(self.write_docs(
-            &Listing::from(new_docs),
+            &Listing::from_vec(new_docs).ok_or_else(crate::refresh::too_many_paths)?,
             m.generation,
             Durability::Synced,
             &mut |_, _| {},

@@ -156,6 +156,31 @@ impl IndexDir {
         name: &str,
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> io::Result<()> {
+        self.write_buffered(name, write, true)
+    }
+
+    /// [`IndexDir::write_durably`] without the fsync: for a cache that a crash may lose (it only
+    /// costs the work of making it again), never for a file a manifest names.
+    pub fn write_unsynced(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.write_replacing(name, |f| f.write_all(bytes), false)
+    }
+
+    /// [`IndexDir::write_unsynced`] of whatever `write` writes, through a buffer: for a cache
+    /// too large to build in memory first. Nothing takes the name unless `write` succeeds.
+    pub fn write_unsynced_with(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.write_buffered(name, write, false)
+    }
+
+    fn write_buffered(
+        &self,
+        name: &str,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+        sync: bool,
+    ) -> io::Result<()> {
         self.write_replacing(
             name,
             |f| {
@@ -163,14 +188,8 @@ impl IndexDir {
                 write(&mut buffered)?;
                 buffered.flush()
             },
-            true,
+            sync,
         )
-    }
-
-    /// [`IndexDir::write_durably`] without the fsync: for a cache that a crash may lose (it only
-    /// costs the work of making it again), never for a file a manifest names.
-    pub fn write_unsynced(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        self.write_replacing(name, |f| f.write_all(bytes), false)
     }
 
     fn write_replacing(

@@ -98,6 +98,7 @@ impl EmbeddedIndex {
             if index_guard::check_path(path).is_err() {
                 meta.flags |= flags::REFUSED_NAME;
             }
+            let opened_at = SystemTime::now();
             let file = match worktree.open_file(path) {
                 Ok(f) => Some(f),
                 Err(
@@ -126,6 +127,16 @@ impl EmbeddedIndex {
                     let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
                     if let Some(Some(s)) = worktree.stat_entries(dir, &[name]).first() {
                         meta.stamp = crate::dircache::as_stamp(s);
+                    }
+                    // A status change (a `chmod`) since shortly before the failed open may have
+                    // made it readable after the attempt: such a stamp cannot vouch that it is
+                    // still unreadable, so the next refresh tries again.
+                    let changed = Stamp {
+                        mtime_ns: meta.stamp.mtime_ns.max(meta.stamp.ctime_ns),
+                        ..meta.stamp
+                    };
+                    if is_racy(&changed, opened_at) {
+                        meta.flags |= flags::RACY;
                     }
                     Vec::new()
                 }

@@ -5,12 +5,13 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use index_contract::{
-    BackendHit, BackendSearchResponse, IndexState, IndexStatus, SearchRequest, SkippedFiles,
-    limits::DEFAULT_MAX_RESULTS,
+    BackendHit, BackendSearchResponse, FileFilter, IndexState, IndexStatus, SearchRequest,
+    SkippedFiles, limits::DEFAULT_MAX_RESULTS,
 };
 use search_profile::rank::{self, MatchShape, Prior};
 use search_profile::{ContextConfig, PathFilter, PathKey, QueryControl, SearchControl};
 
+use crate::dircache::DirCache;
 use crate::plan::{self, Plan};
 use crate::segment::{Segment, flags};
 use crate::snapshot::Snapshot;
@@ -330,8 +331,50 @@ impl EmbeddedIndex {
             return None;
         }
         let cache = self.holding_dircache()?;
+        // Agents repeat a glob across queries: the skipped list (thousands of entries on a large
+        // tree) is matched once per glob, directory cache and commit, not once per query.
+        let memo = {
+            let mut slot = snap.glob_memo.lock().unwrap_or_else(|p| p.into_inner());
+            match &*slot {
+                Some(m) if m.is_for(&cache, &request.files) => m.clone(),
+                _ => {
+                    let m = Arc::new(GlobMemo {
+                        cache: Arc::downgrade(&cache),
+                        files: request.files.clone(),
+                        found: self.glob_candidates(snap, &cache, &request.files, filter),
+                    });
+                    *slot = Some(m.clone());
+                    m
+                }
+            }
+        };
+        let scope = request.path.as_deref();
+        let mut beyond = Vec::new();
+        for (path, known) in memo.found.as_ref()? {
+            if scope.is_some_and(|s| !index_guard::is_within(path, s)) {
+                continue;
+            }
+            if !known {
+                return None;
+            }
+            beyond.push(path.clone());
+        }
+        Some(beyond)
+    }
+
+    /// What [`EmbeddedIndex::glob_selection`] works out before the scope: `None` when only a
+    /// walk can answer the globs at all, else each skipped file they select with whether that
+    /// is known (`false`: a file under a hidden directory that holds no held file, which only a
+    /// walk can judge, so a request whose scope holds one walks).
+    fn glob_candidates(
+        &self,
+        snap: &Snapshot,
+        cache: &DirCache,
+        files: &FileFilter,
+        filter: &PathFilter,
+    ) -> Option<Vec<(String, bool)>> {
         let skipped = cache.skipped()?;
-        let hidden_matters = !request.files.include_hidden;
+        let hidden_matters = !files.include_hidden;
         let skipped_dirs = skipped.iter().filter(|(_, d)| *d).map(|(p, _)| p);
         let hidden_dirs = cache.hidden_directories().filter(|_| hidden_matters);
         if skipped_dirs
@@ -340,24 +383,24 @@ impl EmbeddedIndex {
         {
             return None;
         }
-        let scope = request.path.as_deref();
-        let mut beyond = Vec::new();
+        let mut found = Vec::new();
         for (path, _) in skipped.iter().filter(|(_, is_dir)| !is_dir) {
-            if !filter.matches(path) || scope.is_some_and(|s| !index_guard::is_within(path, s)) {
+            if !filter.matches(path) {
                 continue;
             }
             let parent = crate::dircache::parent(path);
             if hidden_matters && search_profile::has_hidden_component(parent) {
                 if !cache.hidden_with_files(parent) {
-                    return None;
+                    found.push((path.to_owned(), false));
+                    continue;
                 }
                 if !self.hidden_rules(snap).enters(parent) {
                     continue;
                 }
             }
-            beyond.push(path.to_owned());
+            found.push((path.to_owned(), true));
         }
-        Some(beyond)
+        Some(found)
     }
 
     /// The files `request`'s selection makes ripgrep search within its scope, by a walk with that
@@ -391,6 +434,23 @@ impl EmbeddedIndex {
             .into_iter()
             .filter(|p| scope.is_none_or(|s| index_guard::is_within(p, s)))
             .collect())
+    }
+}
+
+/// An include glob's selection beyond the held files, worked out once for a directory cache
+/// and a request's file filter (`EmbeddedIndex::glob_selection`), kept with the commit it was
+/// worked out against.
+pub(crate) struct GlobMemo {
+    /// The directory cache it read; a weak reference, so that the memo never keeps a replaced
+    /// cache alive, and its address is never another cache's while the memo holds it.
+    cache: Weak<DirCache>,
+    files: FileFilter,
+    found: Option<Vec<(String, bool)>>,
+}
+
+impl GlobMemo {
+    fn is_for(&self, cache: &Arc<DirCache>, files: &FileFilter) -> bool {
+        std::ptr::eq(self.cache.as_ptr(), Arc::as_ptr(cache)) && self.files == *files
     }
 }
 

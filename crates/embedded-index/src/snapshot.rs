@@ -34,6 +34,9 @@ pub(crate) struct Snapshot {
     /// Which of its files under hidden names each request selects, found once when first asked
     /// for (`EmbeddedIndex::hidden_rules`).
     pub(crate) hidden: std::sync::OnceLock<Arc<search_profile::HiddenRules>>,
+    /// The last include-glob selection worked out against this commit
+    /// (`EmbeddedIndex::glob_selection`).
+    pub(crate) glob_memo: std::sync::Mutex<Option<Arc<crate::query::GlobMemo>>>,
 }
 
 /// The revision a removal commits when the facade routed it as the first half of an update: the
@@ -61,6 +64,7 @@ impl Snapshot {
             files_digest: std::sync::OnceLock::new(),
             unservable: std::sync::OnceLock::new(),
             hidden: std::sync::OnceLock::new(),
+            glob_memo: std::sync::Mutex::new(None),
         }
     }
 
@@ -178,6 +182,7 @@ impl Snapshot {
             files_digest: std::sync::OnceLock::new(),
             unservable: std::sync::OnceLock::new(),
             hidden: std::sync::OnceLock::new(),
+            glob_memo: std::sync::Mutex::new(None),
         })
     }
 

@@ -425,6 +425,10 @@ fn include_globs_are_answered_from_the_directory_cache_as_rg_answers_them() {
             r.files.include_hidden = hidden;
         })
     };
+    let scoped = |mut r: SearchRequest, path: &str| {
+        r.path = Some(path.into());
+        r
+    };
     let cases = [
         (globbed(&["*.log"], false), "globbed/a.log"),
         (
@@ -441,6 +445,19 @@ fn include_globs_are_answered_from_the_directory_cache_as_rg_answers_them() {
         (globbed(&["gen"], false), ""),
         (globbed(&["globbed/**"], false), "globbed/gen/b.rs"),
         (globbed(&["**/.hid"], false), ""),
+        // The same globs again within a scope: the selection worked out for the glob is kept
+        // with the commit and the cache, and only the scope differs. A file under a hidden
+        // directory that holds no held file needs a walk only when the scope holds it.
+        (
+            scoped(globbed(&["*.log"], false), "globbed/sub"),
+            "globbed/sub/d.log",
+        ),
+        (
+            scoped(globbed(&["*.tmp"], true), "globbed/.bare"),
+            "globbed/.bare/e.tmp",
+        ),
+        (scoped(globbed(&["*.tmp"], false), "globbed/sub"), ""),
+        (scoped(globbed(&["*.tmp"], false), "globbed"), ""),
     ];
     for (r, expected) in &cases {
         let found = ours(&index, r).0;

@@ -558,10 +558,12 @@ impl DirCache {
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u32(out, s.len() as u32);
     out.extend_from_slice(s.as_bytes());
 }
+
 fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
     for v in [s.len, s.mtime_ns, s.ctime_ns, s.ino] {
         out.extend_from_slice(&v.to_le_bytes());
@@ -569,17 +571,18 @@ fn put_stamp(out: &mut Vec<u8>, s: &Stamp) {
 }
 
 /// Passes bytes on to `out` while it sums their crc32 and counts them, refusing any byte past
-/// [`MAX_BYTES`]: a cache that large is not written.
+/// `limit` ([`MAX_BYTES`]): a cache that large is not written.
 struct Summed<'w> {
     out: &'w mut dyn Write,
     crc: crc32fast::Hasher,
     len: u64,
+    limit: u64,
 }
 
 impl Write for Summed<'_> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.len += bytes.len() as u64;
-        if self.len > MAX_BYTES {
+        if self.len > self.limit {
             return Err(std::io::Error::other("directory cache too large"));
         }
         self.crc.update(bytes);
@@ -606,12 +609,24 @@ fn put_u32s(w: &mut dyn Write, ids: &[u32]) -> std::io::Result<()> {
 }
 
 /// Writes the cache file's bytes to `out`, streaming the paths and tables rather than copying
-/// them into one buffer first: at a monorepo's scale they are tens of megabytes.
+/// them into one buffer first: at a monorepo's scale they are tens of megabytes. Fails, having
+/// written part of it, once the file would pass [`MAX_BYTES`], its checksum included.
+///
+/// The file: magic; rules; directories (path, stamp, file count); ignore files; the skipped
+/// entries (a flag, then, when recorded, their count, `count + 1` path starts, a kind byte each
+/// and their text); the file count, then `files + 1` path starts and `files` indexes grouped by
+/// directory (all u32, little endian); the paths' text; a crc32 of everything before it.
 fn encode_to(c: &DirCache, out: &mut dyn Write) -> std::io::Result<()> {
+    encode_within(c, out, MAX_BYTES)
+}
+
+/// [`encode_to`] with the bound `limit` in place of [`MAX_BYTES`].
+fn encode_within(c: &DirCache, out: &mut dyn Write, limit: u64) -> std::io::Result<()> {
     let mut w = Summed {
         out,
         crc: crc32fast::Hasher::new(),
         len: 0,
+        limit,
     };
     let mut head = MAGIC.to_vec();
     put_u32(&mut head, c.rules.len() as u32);
@@ -648,8 +663,9 @@ fn encode_to(c: &DirCache, out: &mut dyn Write) -> std::io::Result<()> {
     put_u32s(&mut w, c.files.starts())?;
     put_u32s(&mut w, &c.by_dir)?;
     w.write_all(c.files.text().as_bytes())?;
+    // Through the counting writer, so that the bound holds for the whole file as read back.
     let crc = w.crc.clone().finalize();
-    w.out.write_all(&crc.to_le_bytes())
+    w.write_all(&crc.to_le_bytes())
 }
 
 /// The cache file's bytes.
@@ -844,6 +860,27 @@ mod tests {
             "{heap} bytes decoded from {}",
             bytes.len()
         );
+    }
+
+    /// The size bound counts the whole file, its checksum included: a cache one byte over it is
+    /// not written (a reader would refuse it by its size), one that fits is written whole.
+    #[test]
+    fn the_size_bound_counts_the_whole_file() {
+        let c = DirCache::from_parts(
+            Vec::new(),
+            vec![(String::new(), s(2)), ("src".into(), s(3))],
+            Vec::new(),
+            block(&["a.txt", "src/b.rs"]),
+        )
+        .expect("every file in a directory");
+        let whole = encode(&c);
+        let len = whole.len() as u64;
+        let mut out = Vec::new();
+        super::encode_within(&c, &mut out, len).expect("fits exactly");
+        assert_eq!(out, whole);
+        let mut out = Vec::new();
+        assert!(super::encode_within(&c, &mut out, len - 1).is_err());
+        assert!(super::encode_within(&c, &mut Vec::new(), len - 4).is_err());
     }
 
     /// Flags are 0 or 1; any other value is damage, even under a matching checksum.

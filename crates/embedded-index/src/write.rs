@@ -39,11 +39,18 @@ pub(crate) struct WriteLock<'a> {
     _lock: WriterLock,
 }
 
+/// Whether a file modified at `stamp`'s mtime may be modified again, at `now`, within the same
+/// timestamp tick: its stamp cannot vouch for what was read.
 fn is_racy(stamp: &Stamp, now: SystemTime) -> bool {
+    within_racy_window(stamp.mtime_ns, now)
+}
+
+/// Whether `ns` (since the epoch) lies less than [`RACY_WINDOW`] before `now`, or after it.
+fn within_racy_window(ns: u64, now: SystemTime) -> bool {
     let now_ns = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    now_ns.saturating_sub(stamp.mtime_ns) < RACY_WINDOW.as_nanos() as u64
+    now_ns.saturating_sub(ns) < RACY_WINDOW.as_nanos() as u64
 }
 
 impl EmbeddedIndex {
@@ -131,11 +138,8 @@ impl EmbeddedIndex {
                     // A status change (a `chmod`) since shortly before the failed open may have
                     // made it readable after the attempt: such a stamp cannot vouch that it is
                     // still unreadable, so the next refresh tries again.
-                    let changed = Stamp {
-                        mtime_ns: meta.stamp.mtime_ns.max(meta.stamp.ctime_ns),
-                        ..meta.stamp
-                    };
-                    if is_racy(&changed, opened_at) {
+                    let changed_ns = meta.stamp.mtime_ns.max(meta.stamp.ctime_ns);
+                    if within_racy_window(changed_ns, opened_at) {
                         meta.flags |= flags::RACY;
                     }
                     Vec::new()

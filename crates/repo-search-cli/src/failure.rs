@@ -27,9 +27,12 @@ pub(crate) enum Failure {
     Mcp,
     /// `repo-search serve` keeps an embedded index; it does not take `--backend`.
     BackendNotServed,
-    /// `semantic` was asked for, and the model directory holds a static model that is not whole
-    /// (the model file or its `.sha256` is missing).
-    ModelMissing,
+    /// `semantic` was asked for, and the model directory holds a static model that is not whole:
+    /// the file named (the model file, its `.sha256` or the tokenizer) is missing.
+    ModelMissing {
+        /// The missing file's name in the model directory.
+        file: String,
+    },
     /// An MCP call's `root` is not one of the roots the client named.
     RootNotOffered,
     /// `repo-search model` was given no `--model-dir`, and there is no cache directory to use.
@@ -95,7 +98,7 @@ impl Failure {
             Failure::Setup(e) => e.code(),
             Failure::Usage
             | Failure::BackendNotServed
-            | Failure::ModelMissing
+            | Failure::ModelMissing { .. }
             | Failure::NoModelDir
             | Failure::RootNotOffered => ErrorCode::Unsupported,
             Failure::Model { code, .. } => *code,
@@ -109,6 +112,12 @@ impl Failure {
             Failure::Host(e) => return host_message(e),
             Failure::Setup(e) => return e.to_string(),
             Failure::Model { message, .. } => return message.clone(),
+            Failure::ModelMissing { file } => {
+                return format!(
+                    "mode `semantic` cannot use the model directory's static model: `{file}` is \
+                     missing"
+                );
+            }
             Failure::NoModelDir => {
                 "no model directory: --model-dir is not given, and neither REPO_SEARCH_MODEL_DIR, \
                  XDG_CACHE_HOME nor HOME is set"
@@ -118,10 +127,6 @@ impl Failure {
             Failure::Runtime => "the async runtime could not start",
             Failure::Mcp => "the MCP session failed",
             Failure::BackendNotServed => "`repo-search serve` does not take --backend",
-            Failure::ModelMissing => {
-                "mode `semantic` cannot use the model directory's static model: `static-256.bin` \
-                 or its `static-256.bin.sha256` is missing"
-            }
             Failure::RootNotOffered => {
                 "`root` must be one of the workspace roots the client named, as the tool's \
                  schema lists them"
@@ -144,9 +149,10 @@ impl Failure {
             Failure::RootNotOffered => "list the tools again, and pass one of the `root` values",
             Failure::NoModelDir => "pass --model-dir DIR",
             Failure::Model { hint, .. } => hint,
-            Failure::ModelMissing => {
-                "remove both files from the model directory to use the built-in static model, or \
-                 rebuild them with `cargo xtask model static` in a repo-search checkout"
+            Failure::ModelMissing { .. } => {
+                "remove `static-256.bin` and `static-256.bin.sha256` from the model directory to \
+                 use the built-in static model, or make the model whole: `cargo xtask model \
+                 static` in a repo-search checkout rebuilds it, beside MiniLM's tokenizer"
             }
         }
     }

@@ -624,10 +624,17 @@ impl Searcher<'_> {
                     // A shared index serves no `semantic`: its tool refuses the mode itself,
                     // which is the honest answer there, rather than a hint about a model.
                     if !host.serves_semantic() && !self.location.names_a_shared_index()? {
-                        return Err(host
-                            .semantic_damage()
-                            .cloned()
-                            .map_or(Failure::ModelMissing, Failure::model_damaged));
+                        return Err(match host.semantic_damage() {
+                            Some(damage) => Failure::model_damaged(damage.clone()),
+                            // The host names the missing file whenever it serves no `semantic`
+                            // for want of one; the model file itself is the fallback.
+                            None => Failure::ModelMissing {
+                                file: host
+                                    .semantic_missing()
+                                    .unwrap_or("static-256.bin")
+                                    .to_owned(),
+                            },
+                        });
                     }
                     host
                 }

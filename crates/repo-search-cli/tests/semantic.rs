@@ -296,25 +296,28 @@ fn rerank_without_minilm_is_unsupported_and_says_how_to_install_it() {
     assert_eq!(code, 0, "{result}");
 }
 
-/// A model directory whose static model lacks its checksum is refused with what to do, never
-/// passed over for the built-in model: the user named that model.
+/// A model directory whose static model is not whole (its checksum or MiniLM's tokenizer gone) is
+/// refused with the missing file's name and what to do, never passed over for the built-in model:
+/// the user named that model.
 #[test]
-fn a_static_model_without_its_checksum_is_refused_not_passed_over() {
+fn a_static_model_that_is_not_whole_is_refused_naming_the_missing_file() {
     let dir = functions();
-    let model = model_copy();
-    std::fs::remove_file(model.path().join("static-256.bin.sha256")).unwrap();
-    let (code, result, stderr) =
-        semantic_search(dir.path(), Some(model.path()), "order a list of numbers");
-    assert_eq!(code, 2, "{result}");
-    assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
-    assert!(
-        result["message"]
-            .as_str()
-            .unwrap()
-            .contains("`static-256.bin.sha256` is missing"),
-        "{result}"
-    );
-    assert!(stderr.contains("built-in static model"), "{stderr}");
+    for missing in ["static-256.bin.sha256", "tokenizer.json", "static-256.bin"] {
+        let model = model_copy();
+        std::fs::remove_file(model.path().join(missing)).unwrap();
+        let (code, result, stderr) =
+            semantic_search(dir.path(), Some(model.path()), "order a list of numbers");
+        assert_eq!(code, 2, "{missing}: {result}");
+        assert_eq!(result["code"], "ERR_PRISM_INDEX_UNSUPPORTED", "{result}");
+        assert!(
+            result["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("`{missing}` is missing")),
+            "{missing}: {result}"
+        );
+        assert!(stderr.contains("built-in static model"), "{stderr}");
+    }
 }
 
 /// The `mode` enum of `tools/list` from `repo-search mcp` finding a model only where `model`

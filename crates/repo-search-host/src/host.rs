@@ -231,6 +231,9 @@ struct Embedded {
     semantic_setup: Option<String>,
     /// Why `semantic` is not served although its model directory was found: a damaged model.
     semantic_damage: Option<ModelDamage>,
+    /// Why `semantic` is not served although its model directory holds a static model: the name
+    /// of a file that model needs and the directory lacks.
+    semantic_missing: Option<String>,
     /// `Some` on a watching host that keeps the re-rank's vectors in the background: told after
     /// each refresh that changed the semantic store.
     rerank_vectors: Option<SyncSender<()>>,
@@ -313,6 +316,7 @@ impl Host {
             EmbeddedIndex::open(&root, &index_dir).map_err(|_| HostError::IndexUnopenable)?,
         );
         let mut semantic_damage = None;
+        let mut semantic_missing = None;
         let semantic = match &config.semantic {
             Some(setup) => match SemanticEngine::open(setup.model_dir.as_deref(), &index_dir) {
                 Ok(engine) => Some(Arc::new(engine.with_policy(setup.rerank).map_err(|e| {
@@ -325,6 +329,7 @@ impl Host {
                 // modes, and says why `semantic` is not among them when it is asked for.
                 Err(e) => {
                     semantic_damage = ModelDamage::of(&e);
+                    semantic_missing = e.missing_file();
                     None
                 }
             },
@@ -376,6 +381,7 @@ impl Host {
                 semantic,
                 semantic_setup,
                 semantic_damage,
+                semantic_missing,
                 rerank_vectors,
             })),
         })
@@ -449,6 +455,15 @@ impl Host {
     pub fn semantic_damage(&self) -> Option<&ModelDamage> {
         match &self.index {
             Index::Embedded(e) => e.semantic_damage.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Why `semantic` is not served although the model directory holds a static model: the name
+    /// of a file that model needs and the directory lacks (its `.sha256`, or the tokenizer).
+    pub fn semantic_missing(&self) -> Option<&str> {
+        match &self.index {
+            Index::Embedded(e) => e.semantic_missing.as_deref(),
             _ => None,
         }
     }

@@ -214,8 +214,9 @@ pub fn open_embedded_index(cwd: String, options_json: String) -> napi::Result<Na
             Some(damage) => host_error(HostError::ModelDamaged(damage.clone())),
             None => Failure::new(
                 ErrorCode::Unsupported,
-                "semantic: the model directory's static model or its .sha256 is missing; remove \
-                 both to use the built-in model",
+                "semantic: the model directory's static model is not whole (the model file, its \
+                 .sha256 or the tokenizer is missing); remove static-256.bin and its .sha256 to \
+                 use the built-in model",
             ),
         }));
     }

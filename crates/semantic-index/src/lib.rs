@@ -113,4 +113,12 @@ impl Error {
     pub fn is_missing(&self) -> bool {
         matches!(self, Error::Missing { .. })
     }
+
+    /// The name of the file that is absent, when that is the error.
+    pub fn missing_file(&self) -> Option<String> {
+        match self {
+            Error::Missing { path } => path.file_name().map(|n| n.to_string_lossy().into_owned()),
+            _ => None,
+        }
+    }
 }

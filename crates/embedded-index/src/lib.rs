@@ -10,9 +10,11 @@
 //!   paging-stable order (see [`EmbeddedIndex`]); globs, types, counts and context lines as
 //!   ripgrep's.
 //! - **Storage**: immutable, checksummed segment files plus a manifest in a directory the host
-//!   names. The manifest is replaced atomically (write, fsync, rename, fsync the directory): that
-//!   is the commit point, so a process killed at any moment leaves the previous commit readable.
-//!   A damaged file is detected by its crc32 and reported as `failed`, never served.
+//!   names. The manifest is replaced atomically (write, rename): that is the commit point, so a
+//!   process killed at any moment leaves the previous commit readable. A build's commit is fsynced
+//!   (the segments, the manifest, then the directory); an update's is not, since a query waits for
+//!   it, and a crash of the machine costs at most a refresh or a rebuild. A damaged file is
+//!   detected by its crc32 and reported as `failed`, never served.
 //! - **Updates**: each update writes a segment holding only the changed files and marks the old
 //!   copies deleted; small segments are merged once there are more than a few. Cost follows the
 //!   size of the change, not of the corpus.

@@ -21,7 +21,9 @@ pub(crate) struct SegmentEntry {
     /// Doc ids of this segment that later commits replaced or removed.
     pub(crate) deleted: Vec<u32>,
     /// The segment file's identity (size, inode, mtime, ctime) right after it was written: while
-    /// it is unchanged, opening skips the checksum scan (see `Segment::open_committed`).
+    /// it is unchanged, opening skips the checksum scan (see `Segment::open_committed`). Only a
+    /// synced segment records one: after a crash an unsynced file's size and times may survive
+    /// while its bytes do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) identity: Option<[u64; 4]>,
 }

@@ -31,6 +31,11 @@ enum Durability {
     Synced,
     /// A build's batch: synced later only if the merge keeps it rather than replacing it.
     SyncedIfKept,
+    /// An incremental apply's segment, committed by an unsynced manifest
+    /// ([`index_storage::Durability::Unsynced`]): never synced, so its manifest entry records no
+    /// identity, and every process that opens it checks its crc32 (it holds only the changed
+    /// files). After a crash its bytes may be lost while its size and times survive.
+    Unsynced,
 }
 
 /// Held while writing: the in-process mutex and the directory's writer lock.
@@ -212,10 +217,16 @@ impl EmbeddedIndex {
         let dir = self.dir();
         match durability {
             Durability::Synced => dir.write_durably(&file, &bytes)?,
-            Durability::SyncedIfKept => dir.write_unsynced(&file, &bytes)?,
+            Durability::SyncedIfKept | Durability::Unsynced => dir.write_unsynced(&file, &bytes)?,
         }
+        let identity = match durability {
+            Durability::Unsynced => None,
+            Durability::Synced | Durability::SyncedIfKept => {
+                dir.stamp(&file).map(SegmentEntry::identity_of)
+            }
+        };
         Ok(SegmentEntry {
-            identity: dir.stamp(&file).map(SegmentEntry::identity_of),
+            identity,
             file,
             crc32,
             docs: docs as u32,
@@ -252,7 +263,7 @@ impl EmbeddedIndex {
             source_revision: Some(source_revision.to_owned()),
             updated_at: Some(UnixMillis::now().0),
         };
-        let bytes = self.commit(m)?;
+        let bytes = self.commit(m, index_storage::Durability::Durable)?;
         Ok(crate::BuildStats {
             files: selected.len(),
             index_bytes: bytes,
@@ -348,11 +359,15 @@ impl EmbeddedIndex {
         }
     }
 
-    /// Commits a manifest, installs its snapshot and removes files no manifest names. The caller
-    /// holds the lock, so no other writer has files in flight.
-    fn commit(&self, m: Manifest) -> Result<u64, EmbeddedIndexError> {
+    /// Commits a manifest as `durability` says, installs its snapshot and removes files no
+    /// manifest names. The caller holds the lock, so no other writer has files in flight.
+    fn commit(
+        &self,
+        m: Manifest,
+        durability: index_storage::Durability,
+    ) -> Result<u64, EmbeddedIndexError> {
         let dir = self.dir();
-        dir.commit_manifest(&m)?;
+        dir.commit_manifest_with(&m, durability)?;
         let previous = self.snapshot();
         let snapshot = Snapshot::read_committed(&dir, previous.as_deref())
             .map_err(|_| EmbeddedIndexError::Corrupt)?;
@@ -407,7 +422,7 @@ impl EmbeddedIndex {
         entries.extend(self.write_docs(
             &Listing::from_vec(new_docs).ok_or_else(crate::refresh::too_many_paths)?,
             m.generation,
-            Durability::Synced,
+            Durability::Unsynced,
             &mut |_, _| {},
         )?);
         // Drop segments with nothing live, then merge the small ones when there are too many.
@@ -418,7 +433,8 @@ impl EmbeddedIndex {
             m.source_revision = Some(rev.to_owned());
         }
         m.updated_at = Some(UnixMillis::now().0);
-        self.commit(m)?;
+        // A query waits for this commit; a crash that loses it costs a refresh or a rebuild.
+        self.commit(m, index_storage::Durability::Unsynced)?;
         Ok(())
     }
 
@@ -480,5 +496,53 @@ impl EmbeddedIndex {
             .collect();
         out.push(merged);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use index_contract::{IndexState, SearchMode, SearchRequest};
+
+    use crate::EmbeddedIndex;
+    use crate::manifest::{FORMAT, Manifest};
+
+    /// A build's segments are synced and record their identity; an incremental commit is not
+    /// synced, so its segment records none and every process that opens it checks its crc: its
+    /// bytes could be lost in a crash while its size and times survive.
+    #[test]
+    fn an_incremental_commit_records_no_identity_for_its_unsynced_segment() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.txt"), "alpha\n").unwrap();
+        let store = tempfile::tempdir().unwrap();
+        let index = EmbeddedIndex::open(root.path(), store.path()).unwrap();
+        index.build("rev-1").unwrap();
+        let manifest = || index.dir().read_manifest::<Manifest>(FORMAT).unwrap();
+        let built = manifest();
+        assert!(!built.segments.is_empty());
+        assert!(built.segments.iter().all(|s| s.identity.is_some()));
+        std::fs::write(root.path().join("b.txt"), "beta marker\n").unwrap();
+        index
+            .apply(&["b.txt".to_owned()], &[], Some("rev-2"))
+            .unwrap();
+        let applied = manifest();
+        let new: Vec<_> = applied
+            .segments
+            .iter()
+            .filter(|s| !built.segments.iter().any(|b| b.file == s.file))
+            .collect();
+        assert_eq!(new.len(), 1, "{applied:?}");
+        assert_eq!(new[0].identity, None);
+        // Damaged in place, its size kept, the unsynced segment is refused by another process's
+        // open: it is never served.
+        let path = store.path().join(&new[0].file);
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        std::fs::write(&path, vec![0u8; len]).unwrap();
+        let other = EmbeddedIndex::open(root.path(), store.path()).unwrap();
+        assert_eq!(other.current_status().state, IndexState::Failed);
+        let found = other
+            .search_now(&SearchRequest::new("marker", SearchMode::IndexedLiteral))
+            .unwrap();
+        assert_eq!(found.status.state, IndexState::Failed);
+        assert!(found.hits.is_empty(), "a damaged index answered: {found:?}");
     }
 }

@@ -12,7 +12,8 @@
 //!   renamed into place, is never written again, which is what makes mapping it sound.
 //! - **The manifest** ([`IndexDir::read_manifest`], [`IndexDir::commit_manifest`]): one JSON
 //!   file naming what is committed, in an envelope that carries the crc32 of its body, bounded in
-//!   size, its body of one `format` per version. Replacing it is the commit point.
+//!   size, its body of one `format` per version. Replacing it is the commit point; a commit is
+//!   durable or unsynced ([`Durability`]), and either way a killed process leaves a readable one.
 //! - **The writer lock** ([`IndexDir::lock`]): one writer per directory, across processes, by an
 //!   OS lock on [`LOCK`], waited for until a deadline ([`Wait`]). Readers never take it.
 //! - **Garbage collection** ([`IndexDir::collect_garbage`]): after a commit, the files no
@@ -58,7 +59,7 @@ mod varint;
 
 pub use dir::{IndexDir, Mapped, STALE_TEMP, unique_name_part};
 pub use lock::{LockError, Wait, WriterLock};
-pub use manifest::{LOAD_ATTEMPTS, load_committed, reuse};
+pub use manifest::{Durability, LOAD_ATTEMPTS, load_committed, reuse};
 pub use memmap2::Mmap;
 pub use stamp::Stamp;
 pub use varint::{put_varint, read_varint};

@@ -47,6 +47,16 @@ impl IndexDir {
     /// new manifest in place, never a mix. A manifest a reader would refuse for its size is not
     /// written: the commit fails ([`io::ErrorKind::FileTooLarge`]) and the previous one stays.
     pub fn commit_manifest<M: Serialize>(&self, m: &M) -> io::Result<()> {
+        self.commit_manifest_with(m, Durability::Durable)
+    }
+
+    /// [`IndexDir::commit_manifest`] with the given [`Durability`]: [`Durability::Unsynced`]
+    /// writes and renames the manifest with no fsync at all.
+    pub fn commit_manifest_with<M: Serialize>(
+        &self,
+        m: &M,
+        durability: Durability,
+    ) -> io::Result<()> {
         let body = serde_json::to_string(m).map_err(io::Error::other)?;
         let env = Envelope {
             crc32: crc32fast::hash(body.as_bytes()),
@@ -59,9 +69,29 @@ impl IndexDir {
                 "the manifest would be larger than a reader accepts",
             ));
         }
-        self.write_durably(MANIFEST, &bytes)?;
-        self.sync()
+        match durability {
+            Durability::Durable => {
+                self.write_durably(MANIFEST, &bytes)?;
+                self.sync()
+            }
+            Durability::Unsynced => self.write_unsynced(MANIFEST, &bytes),
+        }
     }
+}
+
+/// What a commit survives. A killed process loses nothing either way: what it wrote is in the
+/// page cache, and the rename is the commit point. The difference is an operating-system crash
+/// or a power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The manifest is fsynced before its rename and the directory after it: after a crash the
+    /// directory reads this commit or a later one.
+    Durable,
+    /// No fsync: after a crash the directory may read this commit, an earlier one, or a manifest
+    /// whose checksum fails, which the index answers as it answers damage (by a rebuild). For a
+    /// commit that is cheap to make again and must not wait for the disk: an incremental
+    /// refresh, which a query waits for.
+    Unsynced,
 }
 
 /// The loaded form of `entry` when the previous version (its manifest's entries and, in the

@@ -84,8 +84,8 @@ impl PathBlock {
 
     /// The block of `starts` into `text`, as a cache file holds them: `None` unless every
     /// path is non-empty and lies in the text, in order, between character boundaries.
-    pub(crate) fn checked(starts: Vec<u32>, text: &[u8]) -> Option<PathBlock> {
-        let text = String::from_utf8(text.to_vec()).ok()?;
+    pub(crate) fn checked(starts: Vec<u32>, text: Vec<u8>) -> Option<PathBlock> {
+        let text = String::from_utf8(text).ok()?;
         let valid = starts.first() == Some(&0)
             && starts.last().is_some_and(|&e| e as usize == text.len())
             && starts.windows(2).all(|w| w[0] < w[1])
@@ -222,8 +222,11 @@ mod tests {
     fn a_block_read_from_a_file_is_checked() {
         let mut block = PathBlock::default();
         block.push("a").unwrap();
-        assert_eq!(PathBlock::checked(vec![0, 1], b"a"), Some(block.clone()));
-        assert_eq!(PathBlock::checked(vec![0, 2], b"a"), None);
-        assert_eq!(PathBlock::checked(vec![1, 1], b"a"), None);
+        assert_eq!(
+            PathBlock::checked(vec![0, 1], b"a".to_vec()),
+            Some(block.clone())
+        );
+        assert_eq!(PathBlock::checked(vec![0, 2], b"a".to_vec()), None);
+        assert_eq!(PathBlock::checked(vec![1, 1], b"a".to_vec()), None);
     }
 }

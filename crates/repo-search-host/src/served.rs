@@ -415,6 +415,10 @@ pub(crate) struct ServedBackend {
     /// The longest one exchange may take, heartbeats or not: a server that only ever says it is
     /// working is gone too.
     patience: Duration,
+    /// The status the server gave right after the last refresh, sent with it: the facade asks
+    /// for the status next, and takes this one instead of another round trip. Kept for that one
+    /// call only.
+    status_after_refresh: std::sync::Mutex<Option<Reply>>,
 }
 
 impl ServedBackend {
@@ -435,32 +439,58 @@ impl ServedBackend {
     /// Sends one request and reads its reply; `None` when the server is gone (and from then
     /// on). Abandoning the future mid-reply leaves the connection unusable, so it is dropped.
     async fn exchange(&self, request: &Request) -> Option<Reply> {
+        self.exchange_all([request]).await.map(|[reply]| reply)
+    }
+
+    /// [`ServedBackend::exchange`] of `N` requests sent at once, their replies in order: one
+    /// round trip. `None` when the server is gone (and from then on).
+    async fn exchange_all<const N: usize>(&self, requests: [&Request; N]) -> Option<[Reply; N]> {
         let mut guard = self.connection.lock().await;
         let mut connection = guard.take()?;
-        let reply = tokio::time::timeout(self.patience, exchange(&mut connection, request))
+        let replies = tokio::time::timeout(self.patience, exchange_all(&mut connection, requests))
             .await
             .ok()
             .flatten();
-        if reply.is_some() {
+        if replies.is_some() {
             *guard = Some(connection);
         } else {
             self.gone.store(true, Ordering::SeqCst);
         }
-        reply
+        replies
     }
 
     /// Asks the server to bring the index up to date for `mode`: `Err` with the refresh's code,
-    /// or with `None` when the server is gone.
+    /// or with `None` when the server is gone. The status is asked for in the same round trip:
+    /// the server answers a connection's requests in order, so it is the status a request sent
+    /// after the refresh's reply would get, and the facade asks for it next.
     pub(crate) async fn refresh(&self, mode: SearchMode) -> Result<(), Option<ErrorCode>> {
-        match self.exchange(&Request::Refresh { mode }).await {
-            Some(Reply::Ok(Value::Null)) => Ok(()),
-            Some(Reply::Error(code)) => Err(Some(code)),
-            Some(Reply::Ok(_)) => {
+        self.take_status_after_refresh();
+        let replies = self
+            .exchange_all([&Request::Refresh { mode }, &Request::Status {}])
+            .await;
+        match replies {
+            Some([Reply::Ok(Value::Null), status]) => {
+                *self
+                    .status_after_refresh
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(status);
+                Ok(())
+            }
+            Some([Reply::Error(code), _]) => Err(Some(code)),
+            Some([Reply::Ok(_), _]) => {
                 self.gone.store(true, Ordering::SeqCst);
                 Err(None)
             }
             None => Err(None),
         }
+    }
+
+    /// The status sent with the last refresh, if no call has taken it yet.
+    fn take_status_after_refresh(&self) -> Option<Reply> {
+        self.status_after_refresh
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// A reply's `ok` value as `T`; a reply of another shape makes the server gone.
@@ -510,6 +540,7 @@ impl RepositoryIndexBackend for ServedBackend {
         request: SearchRequest,
     ) -> BoxFuture<'_, Result<BackendSearchResponse, BackendError>> {
         Box::pin(async move {
+            self.take_status_after_refresh();
             let reply = self.exchange(&Request::Search(Box::new(request))).await;
             self.read(reply)
         })
@@ -517,7 +548,10 @@ impl RepositoryIndexBackend for ServedBackend {
 
     fn status(&self) -> BoxFuture<'_, Result<IndexStatus, BackendError>> {
         Box::pin(async move {
-            let reply = self.exchange(&Request::Status {}).await;
+            let reply = match self.take_status_after_refresh() {
+                Some(reply) => Some(reply),
+                None => self.exchange(&Request::Status {}).await,
+            };
             self.read(reply)
         })
     }
@@ -527,22 +561,31 @@ impl RepositoryIndexBackend for ServedBackend {
     }
 }
 
-/// Sends one request and reads lines until its reply: `None` when the server is gone (the
-/// connection closed, no line within [`IDLE_TIMEOUT`], a line over [`MAX_REPLY`], or a line
-/// that is neither a heartbeat nor a reply).
-async fn exchange(connection: &mut Connection, request: &Request) -> Option<Reply> {
-    let line = serde_json::to_string(request).ok()?;
-    tokio::time::timeout(IDLE_TIMEOUT, send(&mut connection.write, &line))
+/// Sends `requests` in one write, then reads lines until a reply to each, in order: `None` when
+/// the server is gone (the connection closed, no line within [`IDLE_TIMEOUT`], a line over
+/// [`MAX_REPLY`], or a line that is neither a heartbeat nor a reply).
+async fn exchange_all<const N: usize>(
+    connection: &mut Connection,
+    requests: [&Request; N],
+) -> Option<[Reply; N]> {
+    let lines = requests
+        .iter()
+        .map(|r| serde_json::to_string(r).ok())
+        .collect::<Option<Vec<String>>>()?
+        .join("\n");
+    tokio::time::timeout(IDLE_TIMEOUT, send(&mut connection.write, &lines))
         .await
         .ok()?
         .ok()?;
-    loop {
+    let mut replies = Vec::with_capacity(N);
+    while replies.len() < N {
         let line = read_line(&mut connection.read, IDLE_TIMEOUT).await?;
         match read_reply(&line)? {
             Line::Working => continue,
-            Line::Reply(reply) => return Some(reply),
+            Line::Reply(reply) => replies.push(reply),
         }
     }
+    replies.try_into().ok()
 }
 
 /// Reads one line within `timeout`; `None` at the end, on an error, past the bound, or late.
@@ -623,13 +666,69 @@ pub async fn connect(
             && semantic_setup.is_some()
             && hello.semantic.as_deref() == semantic_setup,
         patience: deadline.saturating_mul(2),
+        status_after_refresh: std::sync::Mutex::new(None),
     });
     Host::on_server(root, backend, deadline).ok()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Line, Reply, read_reply, trusted_uid};
+    use super::{Connection, Line, Reply, Request, exchange_all, read_reply, trusted_uid};
+    use index_contract::SearchMode;
+    use serde_json::{Value, json};
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::UnixStream;
+
+    /// The refresh and the status a served search asks for go out together: the server reads
+    /// both before it has answered either (a client that waited for the first reply would leave
+    /// it waiting, and this test would time out), and the replies come back in order, heartbeats
+    /// skipped.
+    #[tokio::test]
+    async fn requests_sent_together_take_one_round_trip_and_are_answered_in_order() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (read, write) = client.into_split();
+        let mut connection = Connection {
+            read: BufReader::new(read),
+            write,
+        };
+        let server = tokio::spawn(async move {
+            let (read, mut write) = server.into_split();
+            let mut read = BufReader::new(read);
+            let mut lines = [String::new(), String::new()];
+            for line in &mut lines {
+                tokio::time::timeout(Duration::from_secs(5), read.read_line(line))
+                    .await
+                    .expect("both requests arrive before any reply")
+                    .unwrap();
+            }
+            write
+                .write_all(b"{\"working\":true}\n{\"ok\":null}\n{\"ok\":{\"state\":\"ready\"}}\n")
+                .await
+                .unwrap();
+            lines
+        });
+        let replies = exchange_all(
+            &mut connection,
+            [
+                &Request::Refresh {
+                    mode: SearchMode::IndexedLiteral,
+                },
+                &Request::Status {},
+            ],
+        )
+        .await;
+        let [first, second] = server.await.unwrap();
+        assert!(
+            first.starts_with("{\"refresh\"") && first.ends_with('\n'),
+            "{first}"
+        );
+        assert_eq!(second, "{\"status\":{}}\n");
+        assert_eq!(
+            replies,
+            Some([Reply::Ok(Value::Null), Reply::Ok(json!({"state": "ready"}))])
+        );
+    }
 
     #[test]
     fn only_the_same_user_or_root_is_a_trusted_peer() {
@@ -645,7 +744,6 @@ mod tests {
         }
     }
     use index_contract::ErrorCode;
-    use serde_json::json;
 
     fn check(line: &str, expected: Option<Line>) {
         assert_eq!(read_reply(line.as_bytes()), expected, "{line}");

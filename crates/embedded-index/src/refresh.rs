@@ -68,16 +68,30 @@ impl EmbeddedIndex {
     /// and the list costs only their paths, shared with the directory cache.
     pub(crate) fn walk_paths(&self) -> Result<Listing<()>, EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
-        if let Some(cache) = DirCache::read(&self.dir())
-            && cache.directories_hold(&self.worktree(), threads)
-        {
-            let paths = cache.files().clone();
-            let n = paths.len();
-            self.hold_dircache(Some(std::sync::Arc::new(cache)));
-            return Listing::new(paths, vec![(); n]).ok_or(EmbeddedIndexError::Corrupt);
+        let cached = self.cached_listing(|cache, worktree| {
+            cache
+                .directories_hold(worktree, threads)
+                .then(|| vec![(); cache.len()])
+        });
+        if let Some(listing) = cached {
+            return listing;
         }
         let selection = Selection::held(&self.root).threads(threads);
         Ok(self.walk_and_record(&selection, |_| Some(()))?.0)
+    }
+
+    /// The directory cache's files, with what `holding` keeps of each when it finds the cache on
+    /// disk still holding (that cache is then the one known to hold); `None` when there is no
+    /// such cache, and the tree must be walked.
+    fn cached_listing<T>(
+        &self,
+        holding: impl FnOnce(&DirCache, &search_profile::RootDir) -> Option<Vec<T>>,
+    ) -> Option<Result<Listing<T>, EmbeddedIndexError>> {
+        let cache = DirCache::read(&self.dir())?;
+        let kept = holding(&cache, &self.worktree())?;
+        let paths = cache.files().clone();
+        self.hold_dircache(Some(std::sync::Arc::new(cache)));
+        Some(Listing::new(paths, kept).ok_or(EmbeddedIndexError::Corrupt))
     }
 
     /// The selection within `extent`, each file with the stamp the walk saw, in path order. A
@@ -90,13 +104,10 @@ impl EmbeddedIndex {
         let threads = crate::threads(&self.config);
         let mut selection = Selection::held(&self.root).threads(threads);
         if let Extent::Whole = extent {
-            if let Some(cache) = DirCache::read(&self.dir())
-                && let Some(stamps) = cache.stamps_if_holding(&self.worktree(), threads)
-            {
-                let paths = cache.files().clone();
-                self.hold_dircache(Some(std::sync::Arc::new(cache)));
-                let listing = Listing::new(paths, stamps).ok_or(EmbeddedIndexError::Corrupt)?;
-                return Ok((listing, true));
+            let cached =
+                self.cached_listing(|cache, worktree| cache.stamps_if_holding(worktree, threads));
+            if let Some(listing) = cached {
+                return Ok((listing?, true));
             }
             return self.walk_and_record(&selection, |e| match e {
                 FileEntry::File { entry, .. } => entry.metadata().ok().map(|m| Stamp::of(&m)),

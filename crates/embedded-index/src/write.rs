@@ -215,14 +215,19 @@ impl EmbeddedIndex {
         durability: Durability,
     ) -> Result<SegmentEntry, EmbeddedIndexError> {
         let dir = self.dir();
-        match durability {
-            Durability::Synced => dir.write_durably(&file, &bytes)?,
-            Durability::SyncedIfKept | Durability::Unsynced => dir.write_unsynced(&file, &bytes)?,
-        }
+        // Only a file that is or will be synced may vouch for its bytes by its identity.
         let identity = match durability {
-            Durability::Unsynced => None,
-            Durability::Synced | Durability::SyncedIfKept => {
+            Durability::Synced => {
+                dir.write_durably(&file, &bytes)?;
                 dir.stamp(&file).map(SegmentEntry::identity_of)
+            }
+            Durability::SyncedIfKept => {
+                dir.write_unsynced(&file, &bytes)?;
+                dir.stamp(&file).map(SegmentEntry::identity_of)
+            }
+            Durability::Unsynced => {
+                dir.write_unsynced(&file, &bytes)?;
+                None
             }
         };
         Ok(SegmentEntry {

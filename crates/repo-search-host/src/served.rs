@@ -730,6 +730,56 @@ mod tests {
         );
     }
 
+    /// A served search's status is the one that came with its refresh: the backend asks the
+    /// server nothing more for it, and a second status (no refresh before it) is asked for anew.
+    #[tokio::test]
+    async fn the_status_after_a_refresh_costs_no_exchange_of_its_own() {
+        use index_contract::{IndexState, IndexStatus, RepositoryIndexBackend};
+        let (client, server) = UnixStream::pair().unwrap();
+        let (read, write) = client.into_split();
+        let backend = super::ServedBackend {
+            connection: tokio::sync::Mutex::new(Some(Connection {
+                read: BufReader::new(read),
+                write,
+            })),
+            gone: std::sync::atomic::AtomicBool::new(false),
+            semantic: false,
+            patience: Duration::from_secs(5),
+            status_after_refresh: std::sync::Mutex::new(None),
+        };
+        let server = tokio::spawn(async move {
+            let (read, mut write) = server.into_split();
+            let mut read = BufReader::new(read);
+            let mut requests = Vec::new();
+            let mut line = String::new();
+            while read.read_line(&mut line).await.unwrap() > 0 {
+                let reply = if line.starts_with("{\"refresh\"") {
+                    "{\"ok\":null}\n"
+                } else {
+                    "{\"ok\":{\"state\":\"ready\",\"source_revision\":\"r1\"}}\n"
+                };
+                write.write_all(reply.as_bytes()).await.unwrap();
+                requests.push(std::mem::take(&mut line));
+            }
+            requests
+        });
+        backend
+            .refresh(SearchMode::IndexedLiteral)
+            .await
+            .expect("refreshed");
+        let mut expected = IndexStatus::new(IndexState::Ready);
+        expected.source_revision = Some("r1".into());
+        assert_eq!(backend.status().await.unwrap(), expected);
+        assert_eq!(backend.status().await.unwrap(), expected);
+        drop(backend);
+        let requests = server.await.unwrap();
+        let kinds: Vec<&str> = requests
+            .iter()
+            .map(|r| r.split('"').nth(1).unwrap_or(""))
+            .collect();
+        assert_eq!(kinds, ["refresh", "status", "status"]);
+    }
+
     #[test]
     fn only_the_same_user_or_root_is_a_trusted_peer() {
         for (peer, me, trusted) in [

@@ -1,4 +1,5 @@
-//! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG]` builds it, then times rare,
+//! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG] [--build-only]` builds it
+//! (and with `--build-only` prints only the build's time), then times rare,
 //! common and selective-regex queries in-process, applies 1000 changed files, and checks the hits
 //! of a fixed query list (regexes included) against ripgrep's first match per file. Prints one JSON object; `cargo xtask bench
 //! --corpus linux` runs it beside cindex and csearch.
@@ -36,6 +37,10 @@ fn main() {
     let stats = index.build("bench").expect("build");
     let build_ms = ms(t);
     let build_peak = alloc::peak_over(base);
+    if args.iter().any(|a| a == "--build-only") {
+        println!("{{\"files\":{},\"build_ms\":{build_ms}}}", stats.files);
+        return;
+    }
     drop(index);
     let t = Instant::now();
     let index = EmbeddedIndex::open(root, store).expect("reopen");

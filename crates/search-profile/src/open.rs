@@ -56,6 +56,17 @@ impl From<OpenError> for io::Error {
     }
 }
 
+/// What [`RootDir::prefetch_walked_file`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefetch {
+    /// The file's first page was in the page cache already; nothing was asked of the disk.
+    Cached,
+    /// The kernel was asked to read the file; the call did not wait for it.
+    Started,
+    /// Nothing was done: the file could not be opened, or the platform cannot tell or hint.
+    Skipped,
+}
+
 /// A directory that relative paths are opened beneath.
 #[derive(Debug)]
 pub struct RootDir {
@@ -173,6 +184,50 @@ impl RootDir {
             return Err(OpenError::BadPath);
         }
         self.open_raw(&rel)
+    }
+
+    /// Asks the kernel to start reading the walked file at `rel` into its page cache, and returns
+    /// without waiting for the data: a reader that opens it soon then finds it cached or on its
+    /// way. Reads of a tree that is not cached then overlap, where each reader would otherwise
+    /// wait for the disk in turn. The file is opened as [`RootDir::open_walked_file`] opens it (no
+    /// symlink, never blocking) and nothing of it is read into this process.
+    ///
+    /// Returns [`Prefetch::Cached`] when the file's first page was cached already (nothing was
+    /// asked of the disk), so that a caller can stop hinting a tree that is warm.
+    pub fn prefetch_walked_file(&self, rel: &str) -> Prefetch {
+        let Ok(file) = self.open_walked_file(rel) else {
+            return Prefetch::Skipped;
+        };
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            use rustix::io::{Errno, ReadWriteFlags, preadv2};
+            let mut byte = [0u8; 1];
+            let probe = preadv2(
+                &file,
+                &mut [io::IoSliceMut::new(&mut byte)],
+                0,
+                ReadWriteFlags::NOWAIT,
+            );
+            match probe {
+                // Data came back without waiting (or the file is empty): cached.
+                Ok(_) => return Prefetch::Cached,
+                // Only `EAGAIN` says the data is not cached; anything else (a kernel without
+                // the flag, a file system that refuses it) says nothing, so the hint is given.
+                Err(e) if e != Errno::AGAIN && e != Errno::OPNOTSUPP && e != Errno::INVAL => {
+                    return Prefetch::Skipped;
+                }
+                Err(_) => {}
+            }
+            match rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::WillNeed) {
+                Ok(()) => Prefetch::Started,
+                Err(_) => Prefetch::Skipped,
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        {
+            drop(file);
+            Prefetch::Skipped
+        }
     }
 
     #[cfg(unix)]
@@ -430,6 +485,17 @@ fn map_errno(e: rustix::io::Errno) -> OpenError {
 mod tests {
     use super::{OpenError, RootDir};
 
+    fn fifo(path: &std::path::Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+    }
+
     fn check(setup: impl FnOnce(&std::path::Path), rel: &str, expected: &str) {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
@@ -550,14 +616,7 @@ mod tests {
             std::os::unix::fs::symlink(&out, d.join("etc")).unwrap();
             std::os::unix::fs::symlink("a", d.join("link-dir")).unwrap();
             std::os::unix::fs::symlink("a/b/f.txt", d.join("link-file")).unwrap();
-            rustix::fs::mknodat(
-                rustix::fs::CWD,
-                d.join("fifo"),
-                rustix::fs::FileType::Fifo,
-                rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
-                0,
-            )
-            .unwrap();
+            fifo(&d.join("fifo"));
         };
         for (rel, expected) in [
             ("a/b/f.txt", "ok"),
@@ -572,6 +631,92 @@ mod tests {
             ("a//b", "bad-path"),
         ] {
             check(tree.clone(), rel, expected);
+        }
+    }
+
+    /// Whether the byte at `offset` of the file at `path` is in the page cache: a read that may not
+    /// wait for the disk gets it.
+    #[cfg(target_os = "linux")]
+    fn cached(path: &std::path::Path, offset: u64) -> bool {
+        let file = std::fs::File::open(path).unwrap();
+        let mut byte = [0u8; 1];
+        match rustix::io::preadv2(
+            &file,
+            &mut [std::io::IoSliceMut::new(&mut byte)],
+            offset,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        ) {
+            Ok(n) => n == 1,
+            Err(e) if e == rustix::io::Errno::AGAIN => false,
+            Err(e) => panic!("preadv2: {e}"),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_prefetch_reads_an_uncached_file_ahead_and_reaches_nothing_a_walked_open_does_not() {
+        // Beside the test binary rather than in /tmp, which may be a tmpfs that keeps every page.
+        let beside = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let dir = tempfile::tempdir_in(&beside).unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a")).unwrap();
+        let path = d.join("a/f.bin");
+        let len = 1u64 << 20;
+        let mut file = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(&mut file, &vec![7u8; len as usize]).unwrap();
+        file.sync_all().unwrap();
+        // Clean pages are dropped by this advice once they are written back.
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        drop(file);
+        assert!(
+            !cached(&path, len - 1),
+            "the file system kept the file's pages after POSIX_FADV_DONTNEED, so this test cannot \
+             see a prefetch"
+        );
+
+        let root = RootDir::open(d).unwrap();
+        assert_eq!(
+            root.prefetch_walked_file("a/f.bin"),
+            super::Prefetch::Started
+        );
+        // The hint returned at once; the whole file arrives without anyone reading it.
+        let waited = std::time::Instant::now();
+        while !cached(&path, len - 1) {
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(20),
+                "the prefetched file's last page never reached the page cache"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            root.prefetch_walked_file("a/f.bin"),
+            super::Prefetch::Cached
+        );
+
+        // What an open of a walked file would not reach, a prefetch does not touch, and a FIFO does
+        // not block it. (A directory opens as a walked file does, and its hint is harmless.)
+        let outside = tempfile::tempdir_in(&beside).unwrap();
+        std::fs::write(outside.path().join("secret"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.join("out")).unwrap();
+        std::os::unix::fs::symlink("a/f.bin", d.join("link-file")).unwrap();
+        fifo(&d.join("fifo"));
+        for rel in [
+            "out/secret",
+            "link-file",
+            "fifo",
+            "missing",
+            "../a/f.bin",
+            "",
+        ] {
+            assert_eq!(
+                root.prefetch_walked_file(rel),
+                super::Prefetch::Skipped,
+                "{rel:?}"
+            );
         }
     }
 }

@@ -381,6 +381,7 @@ fn index_vs_codesearch(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
     let _ = server.kill();
     let _ = server.wait();
     let served_ms = median(served);
+    let floor = probe_output(Command::new(bin.join("stat-floor")).arg(&dir), "stat-floor")?;
     // The MCP server as an agent sees it, on the CLI's index.
     let mcp = probe_output(
         Command::new(bin.join("mcp-probe"))
@@ -502,6 +503,19 @@ fn index_vs_codesearch(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
         cli_times[0],
         peers[0].1,
     ));
+    // What any process that proves every file unchanged pays before it can answer.
+    for (name, key) in [
+        (
+            "kernel floor: list every directory, ms (peer: rg -l)",
+            "list_ms",
+        ),
+        (
+            "kernel floor: list and stat every file, ms (peer: rg -l)",
+            "list_stat_ms",
+        ),
+    ] {
+        table.row(compared(name, json_number(&floor, key), peers[0].2));
+    }
     table.row(compared(
         "search via running serve, rare (peer: csearch)",
         served_ms,

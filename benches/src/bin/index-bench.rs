@@ -38,7 +38,11 @@ fn main() {
     let build_ms = ms(t);
     let build_peak = alloc::peak_over(base);
     if args.iter().any(|a| a == "--build-only") {
-        println!("{{\"files\":{},\"build_ms\":{build_ms}}}", stats.files);
+        println!(
+            "{{\"files\":{},\"build_ms\":{build_ms},\"build_peak_heap_mib\":{}}}",
+            stats.files,
+            build_peak as f64 / 1048576.0
+        );
         return;
     }
     drop(index);

@@ -89,7 +89,8 @@ use snapshot::{LoadError, ManifestId, Snapshot};
 pub struct EmbeddedIndexConfig {
     /// Threads for the build and for verifying candidates; `None` uses the available parallelism.
     pub threads: Option<usize>,
-    /// A build writes a segment each time this many (trigram, file) pairs have accumulated. This
+    /// A build holds at most this many (trigram, file) pairs: it writes a segment each time half
+    /// of them have accumulated, and encodes it while the next half is read. This
     /// bounds build memory by the segment, not the corpus: about 12 bytes per pair (the files'
     /// trigram lists, the sorted postings, the encoded bytes), plus the encoder's counts (about
     /// 16 MiB for source text) and the list of selected paths. The default (3 Mi pairs) keeps a

@@ -160,8 +160,8 @@ impl EmbeddedIndex {
         Ok(docs.into_iter().flatten().collect())
     }
 
-    /// Writes the files of `paths` as segments of at most `pairs_per_segment` (trigram, file)
-    /// pairs each.
+    /// Writes the files of `paths` as segments of about half `pairs_per_segment` (trigram, file)
+    /// pairs each, encoding one while the next is read.
     fn write_docs<T>(
         &self,
         paths: &Listing<T>,
@@ -171,22 +171,15 @@ impl EmbeddedIndex {
     ) -> Result<Vec<SegmentEntry>, EmbeddedIndexError> {
         let threads = crate::threads(&self.config);
         let suffix = unique_name_part();
-        let mut encoder: Option<Encoder> = None;
         let mut entries = Vec::new();
         let mut batch: Vec<DocTrigrams> = Vec::new();
         let mut pairs = 0usize;
+        // A batch is encoded and written on a thread of its own while the workers read the
+        // next: encoding is one thread's work, and the other core would wait for it. Two batches
+        // are then held at once, so each is half the budget.
+        let budget = (self.config.pairs_per_segment / 2).max(1);
         // Read in chunks so the pair budget is checked often without serialising the threads.
         let chunk = 256 * threads;
-        let mut flush = |batch: &mut Vec<DocTrigrams>, entries: &mut Vec<SegmentEntry>| {
-            if batch.is_empty() {
-                return Ok::<(), EmbeddedIndexError>(());
-            }
-            let file = format!("seg-{generation}-{suffix}-{}.idx", entries.len());
-            let enc = encoder.get_or_insert_with(Encoder::new);
-            entries.push(self.write_segment(file, enc.encode(batch), batch.len(), durability)?);
-            batch.clear();
-            Ok(())
-        };
         let slice = |start: usize| -> Vec<&str> {
             (start..(start + chunk).min(paths.len()))
                 .map(|i| paths.get(i).0)
@@ -194,6 +187,36 @@ impl EmbeddedIndex {
         };
         let worktree = self.worktree();
         std::thread::scope(|scope| {
+            let mut encoder = Some(Encoder::new());
+            let mut encoding = None;
+            let mut written = 0usize;
+            // Waits for the batch being encoded, then starts encoding `batch` (when it holds
+            // any document): at most one batch is encoded while the next is read.
+            let mut flush = |batch: Vec<DocTrigrams>,
+                             entries: &mut Vec<SegmentEntry>|
+             -> Result<(), EmbeddedIndexError> {
+                let mut enc = match encoding.take() {
+                    Some(previous) => {
+                        let (enc, entry) = std::thread::ScopedJoinHandle::join(previous)
+                            .map_err(|_| EmbeddedIndexError::WorkerPanicked)?;
+                        entries.push(entry?);
+                        enc
+                    }
+                    None => encoder.take().unwrap_or_else(Encoder::new),
+                };
+                if batch.is_empty() {
+                    encoder = Some(enc);
+                    return Ok(());
+                }
+                let file = format!("seg-{generation}-{suffix}-{written}.idx");
+                written += 1;
+                encoding = Some(scope.spawn(move || {
+                    let encoded = enc.encode(&batch);
+                    let entry = self.write_segment(file, encoded, batch.len(), durability);
+                    (enc, entry)
+                }));
+                Ok(())
+            };
             // While one chunk is read, the next one's files are asked of the disk.
             let mut ahead = None;
             for (done, start) in (0..paths.len()).step_by(chunk).enumerate() {
@@ -209,16 +232,17 @@ impl EmbeddedIndex {
                 for doc in self.read_docs(&slice(start), threads)? {
                     pairs += doc.trigrams.len();
                     batch.push(doc);
-                    if pairs >= self.config.pairs_per_segment {
-                        flush(&mut batch, &mut entries)?;
+                    if pairs >= budget {
+                        flush(std::mem::take(&mut batch), &mut entries)?;
                         pairs = 0;
                     }
                 }
                 progress(((done + 1) * chunk).min(paths.len()), paths.len());
             }
-            Ok::<(), EmbeddedIndexError>(())
+            // The last batch, then an empty one, which waits for the last write.
+            flush(std::mem::take(&mut batch), &mut entries)?;
+            flush(Vec::new(), &mut entries)
         })?;
-        flush(&mut batch, &mut entries)?;
         Ok(entries)
     }
 

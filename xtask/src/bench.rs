@@ -216,9 +216,6 @@ fn index_vs_codesearch(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
     let rg = root().join("target/tools/bin/rg");
     let cs_index = beside("csearchindex");
     let store = beside("repo-search-index");
-    // Both builds again from a page cache emptied before each, where this user may empty it: the
-    // build a tree gets when it was not read lately, which a monorepo larger than the cache
-    // always gets.
     // cindex's whole build from nothing, in ms.
     let cindex = || -> Result<f64, String> {
         let _ = std::fs::remove_file(&cs_index);
@@ -229,6 +226,9 @@ fn index_vs_codesearch(bin: &Path, dir: &Path, name: &str) -> Result<(), String>
             .stderr(Stdio::null()))?;
         Ok(started.elapsed().as_secs_f64() * 1000.0)
     };
+    // Both builds first from a page cache emptied before each, where this user may empty it: the
+    // build a tree gets when it was not read lately, which a monorepo larger than the cache
+    // always gets.
     let cold = if drop_page_cache() {
         let cindex_ms = cindex()?;
         drop_page_cache();

@@ -1,5 +1,6 @@
 //! The embedded index on a corpus: `index-bench ROOT STORE [--rg RG] [--build-only]` builds it
-//! (and with `--build-only` prints only the build's time), then times rare,
+//! (with `--build-only` it then prints the files, the build's time and its peak heap, and stops),
+//! then times rare,
 //! common and selective-regex queries in-process, applies 1000 changed files, and checks the hits
 //! of a fixed query list (regexes included) against ripgrep's first match per file. Prints one JSON object; `cargo xtask bench
 //! --corpus linux` runs it beside cindex and csearch.

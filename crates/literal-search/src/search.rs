@@ -129,7 +129,11 @@ impl Job {
         selection.for_each_file(|| {
             let mut searcher = FileSearcher::new(job.params.heap_limit, job.params.snippet_bytes)
                 .with_context(context);
-            let mut local = LocalStats { job, searched: 0 };
+            let mut local = LocalStats {
+                job,
+                searched: 0,
+                last_dir: search_profile::LastDir::default(),
+            };
             move |entry: FileEntry<'_>| job.visit(dir, &mut searcher, &mut local, entry)
         });
         let stopped = match self.stop.load(Ordering::SeqCst) {
@@ -187,7 +191,7 @@ impl Job {
         // after the kept hits would make the stats depend on thread scheduling, and the same tree
         // and query must give the same bytes.
         local.searched += 1;
-        let hits = self.search_file(dir, searcher, rel);
+        let hits = self.search_file(dir, searcher, &mut local.last_dir, rel);
         // Most files have no hits: do not contend for the lock for them.
         if hits.is_empty() {
             return;
@@ -205,8 +209,14 @@ impl Job {
 
     /// Searches one file. Returns its first `max_results + 1` hits: one more than the cap, so the
     /// collector knows whether the cap actually cut something.
-    fn search_file(&self, dir: &RootDir, searcher: &mut FileSearcher, rel: &str) -> Vec<SearchHit> {
-        let file = match dir.open_walked_file(rel) {
+    fn search_file(
+        &self,
+        dir: &RootDir,
+        searcher: &mut FileSearcher,
+        last_dir: &mut search_profile::LastDir,
+        rel: &str,
+    ) -> Vec<SearchHit> {
+        let file = match dir.open_walked_file_in(last_dir, rel) {
             Ok(f) => f,
             // A path whose directory became a symlink since the walk listed it, or a file that
             // is no longer regular, is skipped like an unreadable one: never followed.
@@ -292,6 +302,8 @@ impl Job {
 struct LocalStats<'a> {
     job: &'a Job,
     searched: u64,
+    /// The directory this thread opened last: its next files are opened from it.
+    last_dir: search_profile::LastDir,
 }
 
 impl Drop for LocalStats<'_> {

@@ -56,6 +56,15 @@ impl From<OpenError> for io::Error {
     }
 }
 
+/// The directory a walker thread opened last, for [`RootDir::open_walked_file_in`]: one a
+/// thread, never shared.
+#[derive(Debug, Default)]
+pub struct LastDir {
+    rel: Vec<u8>,
+    #[cfg(unix)]
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
 /// What [`RootDir::prefetch_walked_file`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prefetch {
@@ -173,17 +182,50 @@ impl RootDir {
     /// (an index) use [`RootDir::open_file`].
     pub fn open_walked_file(&self, rel: &str) -> Result<File, OpenError> {
         // A walk name stands for the bytes of a name that is not UTF-8 (`crate::walk_name`).
-        let rel = crate::name_bytes(rel);
-        if rel.is_empty()
-            || rel.starts_with(b"/")
-            || rel.contains(&0)
-            || rel
-                .split(|&b| b == b'/')
-                .any(|c| c.is_empty() || c == b"." || c == b"..")
-        {
-            return Err(OpenError::BadPath);
-        }
+        let rel = walked_bytes(rel)?;
         self.open_raw(&rel)
+    }
+
+    /// [`RootDir::open_walked_file`] through the directory a walker thread opened last: the file's
+    /// directory is opened once (no symlink in its path, never above the root), kept in `last`,
+    /// and each of its files is opened from it by its name alone with `O_NOFOLLOW`. A walk hands
+    /// a thread a directory's files one after another, so the kernel resolves one name a file
+    /// instead of its whole path. A directory replaced since `last` opened it is not seen: its
+    /// files are opened in the directory the walk listed them in.
+    pub fn open_walked_file_in(&self, last: &mut LastDir, rel: &str) -> Result<File, OpenError> {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            use rustix::fs::{Mode, OFlags, openat, openat2};
+            let bytes = walked_bytes(rel)?;
+            let Some(slash) = memchr::memrchr(b'/', &bytes) else {
+                return self.open_raw(&bytes);
+            };
+            let (dir, name) = (&bytes[..slash], &bytes[slash + 1..]);
+            let at = match &last.fd {
+                Some(fd) if last.rel == dir => fd,
+                _ => {
+                    last.fd = None;
+                    last.rel.clear();
+                    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                    match openat2(&self.fd, dir, flags, Mode::empty(), BENEATH_NO_LINKS) {
+                        Ok(fd) => {
+                            last.rel.extend_from_slice(dir);
+                            last.fd.insert(fd)
+                        }
+                        Err(e) if openat2_unavailable(e) => return self.open_raw(&bytes),
+                        Err(e) => return Err(map_errno(e)),
+                    }
+                }
+            };
+            openat(at, name, WALKED_FILE | OFlags::NOFOLLOW, Mode::empty())
+                .map(File::from)
+                .map_err(map_errno)
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        {
+            let _ = last;
+            self.open_walked_file(rel)
+        }
     }
 
     /// Asks the kernel to start reading the walked file at `rel` into its page cache, and returns
@@ -232,20 +274,14 @@ impl RootDir {
 
     #[cfg(unix)]
     fn open_raw(&self, rel: &[u8]) -> Result<File, OpenError> {
-        use rustix::fs::{Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        use rustix::fs::Mode;
+        let flags = WALKED_FILE;
         #[cfg(any(target_os = "linux", target_os = "android"))]
         {
-            use rustix::fs::{ResolveFlags, openat2};
-            let resolve =
-                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-            match openat2(&self.fd, rel, flags, Mode::empty(), resolve) {
+            match rustix::fs::openat2(&self.fd, rel, flags, Mode::empty(), BENEATH_NO_LINKS) {
                 Ok(fd) => return Ok(File::from(fd)),
-                // Kernels before 5.6, and sandboxes that filter the call: resolve by hand.
-                Err(e)
-                    if e == rustix::io::Errno::NOSYS
-                        || e == rustix::io::Errno::PERM
-                        || e == rustix::io::Errno::INVAL => {}
+                // Resolved by hand below.
+                Err(e) if openat2_unavailable(e) => {}
                 Err(e) => return Err(map_errno(e)),
             }
         }
@@ -390,6 +426,15 @@ pub fn open_or_create_regular(path: &Path) -> io::Result<File> {
     open_regular_with(options, path)
 }
 
+/// Opens `path` for appending, creating it if missing, as [`open_or_create_regular`] opens it: no
+/// symlink followed, no FIFO waited on, regular files only. For logs that several processes
+/// write to, each line at the end.
+pub fn open_or_create_appending(path: &Path) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true).create(true);
+    open_regular_with(options, path)
+}
+
 /// Reads `path` whole, opened as [`open_regular`] opens it, when it holds at most `max` bytes
 /// ([`read_bounded`]). For untrusted files of bounded size: manifests, caches, model headers.
 pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
@@ -466,6 +511,45 @@ fn open_regular_with(mut options: std::fs::OpenOptions, path: &Path) -> io::Resu
     Ok(file)
 }
 
+/// A walk name's bytes ([`crate::name_bytes`]), when it is a path beneath the root: relative, no
+/// empty, `.` or `..` component, no NUL.
+fn walked_bytes(rel: &str) -> Result<std::borrow::Cow<'_, [u8]>, OpenError> {
+    // A walk name stands for the bytes of a name that is not UTF-8 (`crate::walk_name`).
+    let bytes = crate::name_bytes(rel);
+    if bytes.is_empty()
+        || bytes.starts_with(b"/")
+        || bytes.contains(&0)
+        || bytes
+            .split(|&b| b == b'/')
+            .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return Err(OpenError::BadPath);
+    }
+    Ok(bytes)
+}
+
+/// How a worktree file is opened: read only, never blocking on a FIFO, never the caller's
+/// terminal.
+#[cfg(unix)]
+const WALKED_FILE: rustix::fs::OFlags = rustix::fs::OFlags::RDONLY
+    .union(rustix::fs::OFlags::NONBLOCK)
+    .union(rustix::fs::OFlags::CLOEXEC)
+    .union(rustix::fs::OFlags::NOCTTY);
+
+/// How `openat2` resolves a path beneath the root: never above it, through no symlink.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const BENEATH_NO_LINKS: rustix::fs::ResolveFlags = rustix::fs::ResolveFlags::BENEATH
+    .union(rustix::fs::ResolveFlags::NO_SYMLINKS)
+    .union(rustix::fs::ResolveFlags::NO_MAGICLINKS);
+
+/// Whether `openat2` failed for want of the call itself: a kernel before 5.6, or a sandbox
+/// that filters it. The caller then resolves the path component by component.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn openat2_unavailable(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    e == Errno::NOSYS || e == Errno::PERM || e == Errno::INVAL
+}
+
 #[cfg(unix)]
 fn map_errno(e: rustix::io::Errno) -> OpenError {
     use rustix::io::Errno;
@@ -483,7 +567,7 @@ fn map_errno(e: rustix::io::Errno) -> OpenError {
 
 #[cfg(all(test, unix))]
 mod tests {
-    use super::{OpenError, RootDir};
+    use super::{LastDir, OpenError, RootDir};
 
     fn fifo(path: &std::path::Path) {
         rustix::fs::mknodat(
@@ -500,7 +584,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path());
         let root = RootDir::open(dir.path()).unwrap();
-        let got = match root.open_file(rel) {
+        let label = |opened: Result<std::fs::File, OpenError>| match opened {
             Ok(_) => "ok",
             Err(OpenError::Symlink) => "symlink",
             Err(OpenError::NotRegular) => "not-regular",
@@ -508,7 +592,26 @@ mod tests {
             Err(OpenError::BadPath) => "bad-path",
             Err(OpenError::Io(_)) => "io",
         };
-        assert_eq!(got, expected, "{rel}");
+        assert_eq!(label(root.open_file(rel)), expected, "{rel}");
+        // Through a walker thread's last directory, fresh or holding `a/b`, a walked file opens
+        // exactly as it opens by its whole path.
+        let walked = label(root.open_walked_file(rel));
+        let mut fresh = LastDir::default();
+        assert_eq!(
+            label(root.open_walked_file_in(&mut fresh, rel)),
+            walked,
+            "{rel}"
+        );
+        let mut primed = LastDir::default();
+        assert_eq!(
+            label(root.open_walked_file_in(&mut primed, "a/b/f.txt")),
+            "ok"
+        );
+        assert_eq!(
+            label(root.open_walked_file_in(&mut primed, rel)),
+            walked,
+            "{rel} after a/b/f.txt"
+        );
     }
 
     #[test]
@@ -626,12 +729,48 @@ mod tests {
             ("fifo", "not-regular"),
             ("a/b", "not-regular"),
             ("a/nope", "missing"),
+            ("a/b/f.txt/x", "not-regular"),
             ("../x", "bad-path"),
             ("/etc/passwd", "bad-path"),
             ("a//b", "bad-path"),
         ] {
             check(tree.clone(), rel, expected);
         }
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_its_files_began_is_never_followed() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("f.txt"), "outside").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap();
+        std::fs::write(d.join("a/b/f.txt"), "inside").unwrap();
+        let root = RootDir::open(d).unwrap();
+        let mut last = LastDir::default();
+        let read = |file: std::fs::File| std::io::read_to_string(file).unwrap();
+        assert_eq!(
+            read(root.open_walked_file_in(&mut last, "a/b/f.txt").unwrap()),
+            "inside"
+        );
+        // The directory the walk listed is swapped for a link to another tree.
+        std::fs::rename(d.join("a/b"), d.join("a/b.old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.join("a/b")).unwrap();
+        // The thread's last directory is the one the walk listed, which still holds the file.
+        assert_eq!(
+            read(root.open_walked_file_in(&mut last, "a/b/f.txt").unwrap()),
+            "inside"
+        );
+        // Opened afresh, the path is refused.
+        let mut fresh = LastDir::default();
+        assert!(matches!(
+            root.open_walked_file_in(&mut fresh, "a/b/f.txt"),
+            Err(OpenError::Symlink)
+        ));
+        assert!(matches!(
+            root.open_walked_file("a/b/f.txt"),
+            Err(OpenError::Symlink)
+        ));
     }
 
     /// Whether the byte at `offset` of the file at `path` is in the page cache: a read that may not

@@ -90,6 +90,14 @@ pub(crate) struct Location {
     pub(crate) deadline_ms: u64,
 }
 
+/// `--start-server`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StartServer {
+    Never,
+    Large,
+    Always,
+}
+
 /// `--rerank`'s values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum RerankArg {
@@ -238,9 +246,22 @@ pub(crate) enum Command {
         /// Print the tool's result object as JSON (and an error as `{"code", "message"}`).
         #[arg(long)]
         json: bool,
-        /// Refresh and answer here even when a `repo-search serve` runs for this index.
+        /// Refresh and answer here even when a `repo-search serve` runs for this index, and
+        /// start none.
         #[arg(long)]
         no_server: bool,
+        /// When an index search that no server answered starts one in the background, for the
+        /// searches after it: `large` (default) when the index holds at least 20 000 files,
+        /// where a search without a server pays tens of milliseconds or more to check every
+        /// file; `always`; or `never`. It stops after 15 minutes without a search.
+        #[arg(
+            long,
+            value_enum,
+            value_name = "WHEN",
+            env = "REPO_SEARCH_START_SERVER",
+            default_value = "large"
+        )]
+        start_server: StartServer,
     },
     /// Build the index from scratch.
     Index {
@@ -271,6 +292,10 @@ pub(crate) enum Command {
     Serve {
         #[command(flatten)]
         location: Location,
+        /// Stop once no `search` has been connected for this many seconds (0: never). A server
+        /// that a `search` started stops after 900.
+        #[arg(long, value_name = "SECS", default_value_t = 0)]
+        idle_timeout: u64,
     },
     /// Install, show or remove MiniLM, the optional model that re-ranks `semantic` answers (the
     /// static model `semantic` needs is built in).

@@ -4,7 +4,8 @@
 //! build on first use, then only what changed) and answers in `indexed_literal` mode;
 //! `--mode literal` scans the worktree instead. `repo-search mcp` serves the same `repo_search`
 //! tool to an agent over stdio. `repo-search serve` keeps a watching host on a socket in the
-//! index directory; `search` asks it first when one runs, and never starts it. With
+//! index directory; `search` asks it first when one runs, and on a large index starts one in
+//! the background for the searches after it (`start`). With
 //! `--backend postgres://…` (or `REPO_SEARCH_BACKEND`) `search`, `index`, `status` and `mcp` use
 //! a shared index in PostgreSQL instead, pushing the worktree before each query or, with
 //! `--read-only`, only querying.
@@ -22,14 +23,16 @@ mod flags;
 mod mcp;
 mod print;
 mod quote;
+mod start;
 mod stdio;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use failure::Failure;
-use flags::{Cli, Command, Location, Mode, ModelAction, RerankArg, Serves};
+use flags::{Cli, Command, Location, Mode, ModelAction, RerankArg, Serves, StartServer};
 use index_contract::SearchMode;
 use index_contract::limits::MAX_OFFSET;
 use print::{Printer, Style, hits, print_status};
@@ -378,12 +381,28 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
         Command::Status { location, json } => {
             let host = open_host(&location, Serves::Indexed, false).await?;
             let status = host.status().await?;
+            // Whether a `repo-search serve` serves this index (one a search started, say), and
+            // which process it is: a shared index has none.
+            let server = match &status.place {
+                Place::Embedded { index_dir } => served::serving_pid(index_dir),
+                Place::Shared { .. } => None,
+            };
             if json {
-                println!("{}", json!(status));
+                let mut value = json!(status);
+                value["server"] = match server {
+                    Some(pid) => json!({ "pid": pid }),
+                    None => Value::Null,
+                };
+                println!("{value}");
             } else {
                 let place = match &status.place {
                     Place::Embedded { index_dir } => {
-                        format!("index dir: {}", index_dir.display())
+                        let server = match server {
+                            Some(Some(pid)) => format!("repo-search serve, pid {pid}"),
+                            Some(None) => "repo-search serve".to_owned(),
+                            None => "none".to_owned(),
+                        };
+                        format!("index dir: {}\nserver:    {server}", index_dir.display())
                     }
                     Place::Shared {
                         tenant_id, repo_id, ..
@@ -419,20 +438,32 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             mcp::serve(serve).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { location } => {
+        Command::Serve {
+            location,
+            idle_timeout,
+        } => {
             if location.names_a_shared_index()? {
                 return Err(Failure::BackendNotServed);
             }
             let host = open_host(&location, Serves::Watching, true).await?;
-            served::serve(host, shutdown(), |event| match event {
-                served::ServeEvent::Serving { root, socket } => eprintln!(
-                    "repo-search: serving {} on {}",
-                    root.display(),
-                    socket.display()
-                ),
-                served::ServeEvent::Stopped { why, searches } => {
-                    eprintln!("repo-search: stopped {why} after answering {searches} searches")
-                }
+            let config = served::ServeConfig {
+                idle_timeout: (idle_timeout > 0).then(|| Duration::from_secs(idle_timeout)),
+            };
+            served::serve(host, config, shutdown(), |event| {
+                let line = match event {
+                    served::ServeEvent::Serving { root, socket } => format!(
+                        "repo-search: serving {} on {} (pid {})\n",
+                        root.display(),
+                        socket.display(),
+                        std::process::id()
+                    ),
+                    served::ServeEvent::Stopped { why, searches } => {
+                        format!("repo-search: stopped {why} after answering {searches} searches\n")
+                    }
+                };
+                // One write a line: a started server's stderr is a log that others append to
+                // and read while it runs, and `eprintln!` may write a line in pieces.
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
             })
             .await?;
             Ok(ExitCode::SUCCESS)
@@ -447,6 +478,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
             grep,
             json,
             no_server,
+            start_server,
         } => {
             let mut args = json!({
                 "query": query,
@@ -466,6 +498,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 location: &location,
                 mode: mode.search_mode(),
                 no_server,
+                start_server,
                 host: None,
                 refreshed: false,
             };
@@ -478,6 +511,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 let result = searcher.page(&args).await?;
                 println!("{result}");
                 searcher.hint_rerank_vectors();
+                searcher.start_server().await;
                 return Ok(exit_code(!hits(&result).is_empty()));
             }
             // A person gets every hit: pages at successive `next_offset`s, each proven to follow
@@ -514,6 +548,7 @@ async fn run(command: Command) -> Result<ExitCode, Failure> {
                 }
             }
             searcher.hint_rerank_vectors();
+            searcher.start_server().await;
             Ok(exit_code(printer.printed > 0))
         }
     }
@@ -554,6 +589,8 @@ struct Searcher<'a> {
     location: &'a Location,
     mode: SearchMode,
     no_server: bool,
+    /// When this search starts a server for the searches after it.
+    start_server: StartServer,
     host: Option<Host>,
     /// An earlier page refreshed the index (see [`Refresh::Done`]).
     refreshed: bool,
@@ -572,6 +609,30 @@ impl Searcher<'_> {
                  re-ranked by MiniLM (a better ranking; `mcp` and `serve` do it by themselves)"
             );
         }
+    }
+
+    /// After an index search answered here, on this process's own embedded index, starts a
+    /// `repo-search serve` in the background when `--start-server` asks for one on an index of
+    /// this size (see `start`). The search has answered: a server that cannot be started
+    /// changes nothing, and is not reported.
+    async fn start_server(&self) {
+        // `never` costs not even the index's status.
+        if !self.mode.is_indexed() || self.no_server || self.start_server == StartServer::Never {
+            return;
+        }
+        // A host opened here on an embedded index has a status and an index directory; one
+        // that relays to a server, or a shared index, has none to serve.
+        let Some(host) = &self.host else { return };
+        let Ok(status) = host.status().await else {
+            return;
+        };
+        let Place::Embedded { index_dir } = &status.place else {
+            return;
+        };
+        if !start::wanted(self.start_server, status.files) {
+            return;
+        }
+        let _ = start::start_server(self.location, &status.root, index_dir);
     }
 
     async fn page(&mut self, args: &Value) -> Result<Value, Failure> {

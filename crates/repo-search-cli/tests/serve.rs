@@ -62,7 +62,13 @@ impl Server {
     }
 
     /// Waits for the server to exit by itself, then returns how many searches it answered.
-    fn wait(mut self) -> u64 {
+    fn wait(self) -> u64 {
+        self.wait_report().1
+    }
+
+    /// Waits for the server to exit by itself, then returns why it says it stopped and how many
+    /// searches it answered.
+    fn wait_report(mut self) -> (String, u64) {
         let started = Instant::now();
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -72,13 +78,7 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert!(status.success(), "{status}");
-        let last = self.line();
-        let count = last
-            .strip_prefix("repo-search: stopped ")
-            .and_then(|l| l.split(" after answering ").nth(1))
-            .and_then(|l| l.strip_suffix(" searches"))
-            .unwrap_or_else(|| panic!("unexpected last line: {last}"));
-        count.parse().unwrap()
+        stop_report(&self.line())
     }
 
     /// Stops the server with SIGTERM and returns how many searches it answered.
@@ -90,6 +90,16 @@ impl Server {
         assert!(out.status.success());
         self.wait()
     }
+}
+
+/// Why a server's last line says it stopped, and how many searches it answered.
+fn stop_report(last: &str) -> (String, u64) {
+    let (why, count) = last
+        .strip_prefix("repo-search: stopped ")
+        .and_then(|l| l.split_once(" after answering "))
+        .and_then(|(why, l)| Some((why, l.strip_suffix(" searches")?)))
+        .unwrap_or_else(|| panic!("unexpected last line: {last}"));
+    (why.to_owned(), count.parse().unwrap())
 }
 
 impl Drop for Server {
@@ -631,4 +641,241 @@ fn semantic_through_a_running_server_equals_the_one_shot_answer() {
         check(root, &args);
     }
     assert_eq!(server.stop(), 2, "both went through the server");
+}
+
+/// The log a server that a `search` started writes to.
+fn serve_log(root: &Path) -> PathBuf {
+    root.join(".git/repo-search/serve.log")
+}
+
+/// `search ARGS` with `REPO_SEARCH_START_SERVER` set to `env` (or unset).
+fn search_with_env(root: &Path, args: &[&str], env: Option<&str>) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(root).arg("search").args(args);
+    match env {
+        Some(v) => cmd.env("REPO_SEARCH_START_SERVER", v),
+        None => cmd.env_remove("REPO_SEARCH_START_SERVER"),
+    };
+    support::output_bounded(cmd, LIMIT)
+}
+
+/// Waits until `path`'s text satisfies `done`, and returns it.
+fn wait_for_text(path: &Path, done: impl Fn(&str) -> bool) -> String {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if done(&text) {
+            return text;
+        }
+        assert!(started.elapsed() < LIMIT, "{path:?} still holds: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The first whole line of `log` (ended by a line break: a server may be writing the rest) that
+/// starts with `prefix`.
+fn logged_line<'a>(log: &'a str, prefix: &str) -> Option<&'a str> {
+    log.split_inclusive('\n')
+        .find(|l| l.starts_with(prefix) && l.ends_with('\n'))
+        .map(str::trim_end)
+}
+
+/// Waits until a started server's log holds a whole line starting with `prefix`, and returns
+/// the log.
+fn wait_for_logged(root: &Path, prefix: &str) -> String {
+    wait_for_text(&serve_log(root), |t| logged_line(t, prefix).is_some())
+}
+
+/// The pid a started server's log names.
+fn logged_pid(log: &str) -> u32 {
+    let line = logged_line(log, "repo-search: serving ")
+        .unwrap_or_else(|| panic!("no server in the log: {log}"));
+    line.rsplit_once("(pid ")
+        .and_then(|(_, pid)| pid.strip_suffix(')'))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line}"))
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, s)| s.starts_with(" Z"))
+    })
+}
+
+#[test]
+fn a_search_starts_a_server_that_answers_the_searches_after_it() {
+    let dir = sample();
+    let root = dir.path();
+    // Searches at once, each answered by itself or by the server one of them started: one
+    // server runs, whatever the order.
+    let answers: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| search_with_env(root, &["rare_token_here", "--json"], Some("always")))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for out in &answers {
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let log = wait_for_logged(root, "repo-search: serving ");
+    let pid = logged_pid(&log);
+    assert!(socket(root).exists());
+    // It leads a session of its own, away from the searches' terminal and signals.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[3], pid.to_string(), "its session is its own: {stat}");
+    // It serves exactly as a one-shot search answers, and it stays the only one: the lock is
+    // held.
+    check(root, &["hello", "--json"]);
+    check(root, &["greeting", "-i"]);
+    let second = run_bounded(root, &["serve"], LIMIT);
+    assert_eq!(
+        second.status.code(),
+        Some(2),
+        "a started server holds the lock"
+    );
+    // `status` names it.
+    let status = run_bounded(root, &["status", "--json"], LIMIT);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["server"]["pid"], json!(pid), "{status}");
+    let text = String::from_utf8(run_bounded(root, &["status"], LIMIT).stdout).unwrap();
+    assert!(
+        text.contains(&format!("server:    repo-search serve, pid {pid}\n")),
+        "{text}"
+    );
+    let log = std::fs::read_to_string(serve_log(root)).unwrap();
+    assert_eq!(log.matches("repo-search: serving ").count(), 1, "{log}");
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(kill.status.success());
+    let log = wait_for_logged(root, "repo-search: stopped ");
+    let last = logged_line(&log, "repo-search: stopped ").unwrap();
+    // The two checked searches went through it; so did any of the first four that found it up.
+    let (why, searches) = stop_report(last);
+    assert_eq!(why, "on SIGTERM");
+    assert!((2..=5).contains(&searches), "{log}");
+    let started = Instant::now();
+    while running(pid) {
+        assert!(started.elapsed() < LIMIT, "the started server did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!socket(root).exists());
+    let status = run_bounded(root, &["status", "--json"], LIMIT);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["server"], Value::Null, "{status}");
+    let text = String::from_utf8(run_bounded(root, &["status"], LIMIT).stdout).unwrap();
+    assert!(text.contains("server:    none\n"), "{text}");
+}
+
+#[test]
+fn a_search_starts_no_server_on_a_small_index_or_when_told_not_to() {
+    let dir = sample();
+    let root = dir.path();
+    // The log is opened before a server is started: without it, none was.
+    for (args, env) in [
+        (&["hello"][..], None),
+        (&["hello", "--start-server=large"][..], Some("always")),
+        (&["hello"][..], Some("never")),
+        (&["hello", "--start-server=always", "--no-server"][..], None),
+        (
+            &["hello", "--start-server=always", "--mode", "literal"][..],
+            None,
+        ),
+    ] {
+        let out = search_with_env(root, args, env);
+        assert_eq!(out.status.code(), Some(0), "{args:?} {env:?}");
+        assert!(
+            !serve_log(root).exists(),
+            "{args:?} {env:?} started a server"
+        );
+    }
+    // The environment asks for one too.
+    let out = search_with_env(root, &["hello"], Some("always"));
+    assert_eq!(out.status.code(), Some(0));
+    let log = wait_for_logged(root, "repo-search: serving ");
+    let pid = logged_pid(&log);
+    // The worktree's removal stops it.
+    drop(dir);
+    let started = Instant::now();
+    while running(pid) {
+        assert!(
+            started.elapsed() < LIMIT,
+            "the server outlived its worktree"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_server_with_an_idle_timeout_stops_when_no_search_comes() {
+    let dir = sample();
+    let root = dir.path();
+    let server = Server::start_with(root, &["--idle-timeout".as_ref(), "3".as_ref()]);
+    assert_eq!(search(root, &["rare_token_here"]).status.code(), Some(0));
+    // A client that stays connected past the timeout keeps it serving.
+    let client = UnixStream::connect(socket(root)).unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(socket(root).exists(), "it stopped with a client connected");
+    let idle_from = Instant::now();
+    drop(client);
+    let (why, searches) = server.wait_report();
+    assert!(
+        idle_from.elapsed() >= Duration::from_secs(3),
+        "it stopped before it was idle for its timeout"
+    );
+    assert_eq!(why, "because no client came for its idle timeout");
+    assert_eq!(searches, 1);
+    assert!(!socket(root).exists());
+}
+
+#[test]
+fn a_started_server_holds_none_of_the_descriptors_its_search_inherited() {
+    let dir = sample();
+    let root = dir.path();
+    let held = dir.path().join(".git/held-by-the-caller");
+    // The shell opens fd 9 without close-on-exec, as `flock 9` scripts and jobservers do, and
+    // the search inherits it.
+    let mut cmd = Command::new("sh");
+    cmd.current_dir(root)
+        .env("REPO_SEARCH_START_SERVER", "always")
+        .arg("-c")
+        .arg(format!(
+            "exec 9>'{}'; exec '{BIN}' search rare_token_here",
+            held.display()
+        ));
+    let out = support::output_bounded(cmd, LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let log = wait_for_logged(root, "repo-search: serving ");
+    let pid = logged_pid(&log);
+    let open: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .collect();
+    assert!(!open.is_empty(), "the server's descriptors are readable");
+    assert!(
+        !open.contains(&held),
+        "the server holds the caller's descriptor: {open:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
+        Path::new("/"),
+        "the server keeps no directory of the caller's busy"
+    );
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(kill.status.success());
+    wait_for_logged(root, "repo-search: stopped ");
 }

@@ -22,7 +22,9 @@
 //! wedged server), and then answers by itself: the same mode and the same answer, so it is not a
 //! fallback that changes meaning. It also answers by itself when no server listens, when the
 //! server serves another worktree or speaks another protocol, and when its credentials are not
-//! trusted. The client never starts a server.
+//! trusted. The client never starts a server: that is the front end's choice (the CLI starts one
+//! in the background after a search on a large index, with [`ServeConfig::idle_timeout`] set and
+//! its report in [`open_log`]'s file).
 //!
 //! **Deep paths.** A socket path is limited to 107 bytes (`sun_path`). When the socket's path is
 //! longer, both sides reach it through `/proc/self/fd/<fd of the index directory>/serve.sock`
@@ -54,6 +56,14 @@ pub const SOCKET: &str = "serve.sock";
 
 /// The lock file's name in the index directory: whoever holds its lock is the server.
 const LOCK: &str = "serve.lock";
+
+/// The log's name in the index directory: a server that a `search` started in the background
+/// reports there ([`open_log`]).
+pub const LOG: &str = "serve.log";
+
+/// A log longer than this is emptied before a server appends to it, so that servers started
+/// over months keep it small.
+const MAX_LOG: u64 = 1 << 20;
 
 /// The protocol this build speaks; a hello with another is no server.
 const PROTOCOL: u64 = 2;
@@ -169,9 +179,20 @@ pub enum ServeEvent {
     },
 }
 
+/// How a server runs, beyond its host: see [`serve`].
+#[derive(Debug, Clone, Default)]
+pub struct ServeConfig {
+    /// Stop once no client has been connected for this long. `None`: stop only on `shutdown`
+    /// or when the worktree, the index directory or the socket goes away. A server that a
+    /// `search` started has one, so that it leaves nothing running once its worktree is no
+    /// longer searched.
+    pub idle_timeout: Option<Duration>,
+}
+
 /// Serves `host` (a watching host on the embedded index) on its index directory's socket until
-/// `shutdown` completes (with the reason to report), or until the worktree, the index directory
-/// or the socket goes away. `events` hears when it listens and when it stops.
+/// `shutdown` completes (with the reason to report), until the worktree, the index directory
+/// or the socket goes away, or until no client has been connected for `config`'s idle timeout.
+/// `events` hears when it listens and when it stops.
 ///
 /// # Cancellation
 ///
@@ -179,6 +200,7 @@ pub enum ServeEvent {
 /// replaces (the lock dies with the process).
 pub async fn serve(
     host: Host,
+    config: ServeConfig,
     shutdown: impl Future<Output = &'static str>,
     mut events: impl FnMut(ServeEvent),
 ) -> Result<(), HostError> {
@@ -194,6 +216,13 @@ pub async fn serve(
         Err(std::fs::TryLockError::WouldBlock) => return Err(HostError::ServerRunning),
         Err(std::fs::TryLockError::Error(_)) => return Err(HostError::ServeUnavailable),
     }
+    // The lock file names its holder, for `status` ([`serving_pid`]); a server that cannot
+    // write it still serves.
+    let _ = (|| -> std::io::Result<()> {
+        use std::io::Write as _;
+        lock.set_len(0)?;
+        (&lock).write_all(format!("{}\n", std::process::id()).as_bytes())
+    })();
     // The first refresh walks the selection and arms the watcher, so that the first client does
     // not pay for it. A failure here is the first query's to report, not the server's.
     let _ = host.refresh(SearchMode::IndexedLiteral).await;
@@ -222,22 +251,34 @@ pub async fn serve(
         backend,
         hello,
         searches: AtomicU64::new(0),
+        activity: Activity::new(),
     });
     let mut watchdog = tokio::time::interval(WATCHDOG_PERIOD);
     tokio::pin!(shutdown);
     let why = loop {
         tokio::select! {
+            // A client waiting to be accepted is served before the watchdog may stop the server.
+            biased;
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted
                     && trusted_peer(&stream)
                 {
-                    tokio::spawn(server.clone().connection(stream));
+                    // Counted open here, before the task runs, so that the watchdog never
+                    // takes a server with a client just accepted for idle.
+                    let open = Open::new(server.clone());
+                    tokio::spawn(async move { open.0.clone().connection(stream).await });
                 }
             }
             why = &mut shutdown => break why,
             _ = watchdog.tick() => {
                 if watched.iter().any(|(path, id)| id.is_none() || Identity::of(path) != *id) {
                     break "because its worktree, index directory or socket went away";
+                }
+                if config
+                    .idle_timeout
+                    .is_some_and(|limit| server.activity.idle_for().is_some_and(|idle| idle >= limit))
+                {
+                    break "because no client came for its idle timeout";
                 }
             }
         }
@@ -253,6 +294,30 @@ pub async fn serve(
         searches: server.searches.load(Ordering::Relaxed),
     });
     Ok(())
+}
+
+/// Whether a server holds `index_dir`'s lock (one serves the index, or is starting to), and its
+/// pid when the lock file names one: `None` when no server holds it (or there is no lock file),
+/// `Some(None)` when one holds it without naming itself (a build that did not write its pid).
+/// Asking takes the lock for an instant when it is free.
+pub fn serving_pid(index_dir: &Path) -> Option<Option<u32>> {
+    let lock = search_profile::open_regular(&index_dir.join(LOCK)).ok()?;
+    if matches!(lock.try_lock(), Ok(())) {
+        return None;
+    }
+    // Untrusted like every file: a few bytes at most, a decimal pid, or nothing is named.
+    let text = search_profile::read_bounded(&lock, 32).ok();
+    Some(text.and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse().ok()))
+}
+
+/// Opens `index_dir/serve.log` for appending, for a server with no terminal to report to: a
+/// regular file only, no symlink followed, emptied first when it has grown past 1 MiB.
+pub fn open_log(index_dir: &Path) -> std::io::Result<File> {
+    let log = search_profile::open_or_create_appending(&index_dir.join(LOG))?;
+    if log.metadata()?.len() > MAX_LOG {
+        log.set_len(0)?;
+    }
+    Ok(log)
 }
 
 /// Listens on `index_dir/serve.sock` with mode 0600 from the first instant: the socket is bound
@@ -288,6 +353,61 @@ struct Served {
     hello: String,
     /// Searches answered, for the exit report.
     searches: AtomicU64,
+    /// Open connections and when the last one opened or closed, for the idle timeout.
+    activity: Activity,
+}
+
+/// When the server last had a client, for [`ServeConfig::idle_timeout`].
+struct Activity {
+    /// What `last` counts from.
+    start: std::time::Instant,
+    /// Connections open now.
+    open: AtomicU64,
+    /// Milliseconds from `start` to the last connection's opening or closing.
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: std::time::Instant::now(),
+            open: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// How long no connection has been open; `None` while one is.
+    fn idle_for(&self) -> Option<Duration> {
+        if self.open.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let last = Duration::from_millis(self.last.load(Ordering::SeqCst));
+        Some(self.start.elapsed().saturating_sub(last))
+    }
+}
+
+/// One open connection of a server, counted in its [`Activity`] from creation to drop.
+struct Open(Arc<Served>);
+
+impl Open {
+    fn new(server: Arc<Served>) -> Open {
+        server.activity.open.fetch_add(1, Ordering::SeqCst);
+        server.activity.touch();
+        Open(server)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        // The time first: a watchdog that sees no connection open sees this one's close too.
+        self.0.activity.touch();
+        self.0.activity.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Served {

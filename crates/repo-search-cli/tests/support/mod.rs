@@ -48,7 +48,11 @@ pub fn write(root: &Path, rel: &str, text: &str) {
 /// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
 pub fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
     let mut cmd = Command::new(BIN);
-    cmd.current_dir(root).args(args);
+    // A test's search starts no server unless it asks: a developer's own setting must not leave
+    // servers running after the tests.
+    cmd.current_dir(root)
+        .args(args)
+        .env("REPO_SEARCH_START_SERVER", "never");
     output_bounded(cmd, limit)
 }
 

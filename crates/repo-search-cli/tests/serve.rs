@@ -30,6 +30,14 @@ impl Server {
 
     /// Starts a server on `root` with more options, and waits until it listens.
     fn start_with(root: &Path, options: &[&std::ffi::OsStr]) -> Server {
+        let server = Server::spawn(root, options);
+        let first = server.line();
+        assert!(first.starts_with("repo-search: serving "), "{first}");
+        server
+    }
+
+    /// Starts a server on `root` without waiting for it.
+    fn spawn(root: &Path, options: &[&std::ffi::OsStr]) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--root"])
             .arg(root)
@@ -48,10 +56,7 @@ impl Server {
                 }
             }
         });
-        let server = Server { child, stderr };
-        let first = server.line();
-        assert!(first.starts_with("repo-search: serving "), "{first}");
-        server
+        Server { child, stderr }
     }
 
     /// The next line the server wrote on stderr.
@@ -253,6 +258,47 @@ fn a_second_server_on_the_same_index_is_refused() {
         "{stderr}"
     );
     // The first one still serves.
+    assert_eq!(search(root, &["rare_token_here"]).status.code(), Some(0));
+    assert_eq!(server.stop(), 1);
+}
+
+#[test]
+fn a_server_starting_while_its_lock_is_asked_about_still_serves() {
+    // `status`, and a search that may start a server, ask whether one serves by taking the lock
+    // for an instant; a server that starts in that instant must wait it out, not give up.
+    let dir = sample();
+    let root = dir.path();
+    assert_eq!(search(root, &["rare_token_here"]).status.code(), Some(0));
+    let lock_path = root.join(".git/repo-search/serve.lock");
+    let lock = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .unwrap();
+    lock.lock().unwrap();
+    let mut server = Server::spawn(root, &[]);
+    // Held until the server has opened the lock file and tried it (or has already given up).
+    let fds = format!("/proc/{}/fd", server.child.id());
+    let started = Instant::now();
+    while !std::fs::read_dir(&fds).is_ok_and(|fds| {
+        fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .any(|link| link.ends_with("serve.lock"))
+    }) {
+        if server.child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the server never opened its lock"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    drop(lock);
+    let first = server.line();
+    assert!(first.starts_with("repo-search: serving "), "{first}");
     assert_eq!(search(root, &["rare_token_here"]).status.code(), Some(0));
     assert_eq!(server.stop(), 1);
 }
@@ -843,7 +889,12 @@ fn a_server_with_an_idle_timeout_stops_when_no_search_comes() {
 fn a_started_server_holds_none_of_the_descriptors_its_search_inherited() {
     let dir = sample();
     let root = dir.path();
-    let held = dir.path().join(".git/held-by-the-caller");
+    // Canonical, as the links in `/proc/<pid>/fd` are, so that the comparison below can fail.
+    let held = dir
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join(".git/held-by-the-caller");
     // The shell opens fd 9 without close-on-exec, as `flock 9` scripts and jobservers do, and
     // the search inherits it.
     let mut cmd = Command::new("sh");

@@ -60,7 +60,8 @@ pub enum HostError {
     ServerGone,
     /// A server could not take its lock or listen on its socket in the index directory.
     ServeUnavailable,
-    /// Another server already serves this index directory.
+    /// Another server already serves this index directory: its lock stayed held for longer
+    /// than a question about it takes.
     ServerRunning,
 }
 

@@ -94,6 +94,16 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How often the server checks that its worktree, index directory and socket are still there.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(500);
 
+/// How long a starting server waits for the lock while it may only be asked about
+/// ([`serving_pid`] holds it for microseconds) before it says another server holds it.
+const LOCK_QUESTION_GRACE: Duration = Duration::from_secs(1);
+
+/// How often a starting server tries the lock again within [`LOCK_QUESTION_GRACE`].
+const LOCK_RETRY: Duration = Duration::from_millis(10);
+
+/// How long the server waits after a failed `accept` before it accepts again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
 /// A file's identity: replaced or deleted files and directories no longer match it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Identity {
@@ -211,10 +221,19 @@ pub async fn serve(
     let backend = host.embedded_backend().ok_or(HostError::IndexUnopenable)?;
     let lock = search_profile::open_or_create_regular(&index_dir.join(LOCK))
         .map_err(|_| HostError::ServeUnavailable)?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(HostError::ServerRunning),
-        Err(std::fs::TryLockError::Error(_)) => return Err(HostError::ServeUnavailable),
+    // `status` and a search that may start a server ask whether one holds the lock by taking
+    // it for an instant ([`serving_pid`]), so a lock held now may be such a question: a server
+    // is refused only when the lock stays held past a grace that outlasts any of them.
+    let asked_until = std::time::Instant::now() + LOCK_QUESTION_GRACE;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < asked_until => {
+                tokio::time::sleep(LOCK_RETRY).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(HostError::ServerRunning),
+            Err(std::fs::TryLockError::Error(_)) => return Err(HostError::ServeUnavailable),
+        }
     }
     // The lock file names its holder, for `status` ([`serving_pid`]); a server that cannot
     // write it still serves.
@@ -259,16 +278,20 @@ pub async fn serve(
         tokio::select! {
             // A client waiting to be accepted is served before the watchdog may stop the server.
             biased;
-            accepted = listener.accept() => {
-                if let Ok((stream, _)) = accepted
-                    && trusted_peer(&stream)
-                {
-                    // Counted open here, before the task runs, so that the watchdog never
-                    // takes a server with a client just accepted for idle.
-                    let open = Open::new(server.clone());
-                    tokio::spawn(async move { open.0.clone().connection(stream).await });
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    if trusted_peer(&stream) {
+                        // Counted open here, before the task runs, so that the watchdog never
+                        // takes a server with a client just accepted for idle.
+                        let open = Open::new(server.clone());
+                        tokio::spawn(async move { open.0.clone().connection(stream).await });
+                    }
                 }
-            }
+                // An error that lasts (no descriptor left while a client waits) would make
+                // `accept` ready again at once, and the biased loop would spin and never reach
+                // the watchdog: pause before accepting again.
+                Err(_) => tokio::time::sleep(ACCEPT_ERROR_PAUSE).await,
+            },
             why = &mut shutdown => break why,
             _ = watchdog.tick() => {
                 if watched.iter().any(|(path, id)| id.is_none() || Identity::of(path) != *id) {

@@ -37,7 +37,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, ErrorCode, IndexStatus,
@@ -224,11 +224,11 @@ pub async fn serve(
     // `status` and a search that may start a server ask whether one holds the lock by taking
     // it for an instant ([`serving_pid`]), so a lock held now may be such a question: a server
     // is refused only when the lock stays held past a grace that outlasts any of them.
-    let asked_until = std::time::Instant::now() + LOCK_QUESTION_GRACE;
+    let asked_until = Instant::now() + LOCK_QUESTION_GRACE;
     loop {
         match lock.try_lock() {
             Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < asked_until => {
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < asked_until => {
                 tokio::time::sleep(LOCK_RETRY).await;
             }
             Err(std::fs::TryLockError::WouldBlock) => return Err(HostError::ServerRunning),
@@ -383,7 +383,7 @@ struct Served {
 /// When the server last had a client, for [`ServeConfig::idle_timeout`].
 struct Activity {
     /// What `last` counts from.
-    start: std::time::Instant,
+    start: Instant,
     /// Connections open now.
     open: AtomicU64,
     /// Milliseconds from `start` to the last connection's opening or closing.
@@ -393,7 +393,7 @@ struct Activity {
 impl Activity {
     fn new() -> Activity {
         Activity {
-            start: std::time::Instant::now(),
+            start: Instant::now(),
             open: AtomicU64::new(0),
             last: AtomicU64::new(0),
         }

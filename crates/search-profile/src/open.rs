@@ -57,7 +57,7 @@ impl From<OpenError> for io::Error {
 }
 
 /// The directory a walker thread opened last, for [`RootDir::open_walked_file_in`]: one a
-/// thread, never shared.
+/// thread, never shared, and used with one [`RootDir`] only (it holds a directory of that root).
 #[derive(Debug, Default)]
 pub struct LastDir {
     rel: Vec<u8>,
@@ -181,7 +181,6 @@ impl RootDir {
     /// that the search bounds by its deadline and binary rule. Paths that come from anywhere else
     /// (an index) use [`RootDir::open_file`].
     pub fn open_walked_file(&self, rel: &str) -> Result<File, OpenError> {
-        // A walk name stands for the bytes of a name that is not UTF-8 (`crate::walk_name`).
         let rel = walked_bytes(rel)?;
         self.open_raw(&rel)
     }
@@ -212,7 +211,10 @@ impl RootDir {
                             last.rel.extend_from_slice(dir);
                             last.fd.insert(fd)
                         }
-                        Err(e) if openat2_unavailable(e) => return self.open_raw(&bytes),
+                        // `open_raw` would only try `openat2` again.
+                        Err(e) if openat2_unavailable(e) => {
+                            return self.open_by_components(&bytes, WALKED_FILE);
+                        }
                         Err(e) => return Err(map_errno(e)),
                     }
                 }

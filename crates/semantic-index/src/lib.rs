@@ -32,6 +32,7 @@ mod chunk;
 mod engine;
 mod model;
 mod model_file;
+mod prose;
 pub mod rank;
 mod reranker;
 mod segment;

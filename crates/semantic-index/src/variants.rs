@@ -13,7 +13,7 @@
 //! a variant after its main line; it hides nothing.
 //!
 //! This module only reads paths; the store decides which files it asks about (the head of a
-//! ranking, `Store::lower_variants`) and keeps the list of version directories.
+//! ranking, `Store::lower_by_path`) and keeps the list of version directories.
 
 use std::collections::{BTreeMap, HashSet};
 

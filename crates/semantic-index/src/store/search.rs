@@ -2,6 +2,7 @@
 //! scan, the definition and file-name shares, times the path prior; one hit per file, the head
 //! of the ranking.
 
+use crate::prose::{PROSE_PRIOR, Prose};
 use crate::rank::{Weights, combine, file_score, quantize};
 use crate::segment::{DEFINITION, FILE_NAME, HASH_BYTES, Segment};
 use crate::statics::StaticModel;
@@ -44,7 +45,8 @@ impl Store {
     /// The best files for `query`, at most `limit` (and at most [`MAX_ANSWER_FILES`]), among the
     /// paths `keep` accepts: BM25 over identifier sub-tokens, the IDF-weighted static cosine,
     /// definition and file-name boosts combined by `weights` (see [`crate::rank::Weights`]),
-    /// per chunk; a file scores its two best chunks (`rank::file_score`), times the path prior;
+    /// per chunk; a file scores its two best chunks (`rank::file_score`), times the path prior
+    /// (lowered for variants and prose documents: `Store::lower_by_path`);
     /// one hit per file, at its best chunk; ties in path order.
     pub fn search(
         &self,
@@ -112,6 +114,7 @@ impl Store {
                         }
                     }
                 }
+                let second = (chunks > 1).then_some(second);
                 if let Some((s, c)) = top.map(|(b, c)| (file_score(weights, b, second), c)) {
                     let prior = prior.clamp(0.0, 1.0);
                     let score = (s * (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior)).clamp(0.0, 1.0);
@@ -122,7 +125,7 @@ impl Store {
             }
         }
         let wanted = limit.min(MAX_ANSWER_FILES);
-        self.lower_variants(query, &mut best, wanted, keep);
+        self.lower_by_path(query, &mut best, wanted, keep);
         let path_of = |&(_, si, f, _): &(f32, usize, u32, u32)| self.segments[si].file(f).path;
         let kept = best_kept(&mut best, wanted, |b| b.0, path_of, keep);
         let floor = kept.first().map_or(0.0, |b| b.0 * RELATIVE_FLOOR);
@@ -295,15 +298,17 @@ impl Store {
     }
 
     /// Multiplies the path prior of each variant in `best` (another platform's code, a
-    /// superseded version: [`crate::variants`]) by [`VARIANT_PRIOR`], wherever that can change
-    /// which `wanted` files of those `keep` accepts rank first, and which pass the floor.
+    /// superseded version: [`crate::variants`]) by [`VARIANT_PRIOR`], and of each prose document
+    /// the question does not ask for ([`crate::prose`]) by [`PROSE_PRIOR`], wherever that can
+    /// change which `wanted` files of those `keep` accepts rank first, and which pass the floor.
     ///
-    /// A variant keeps at least `least = 1 − PRIOR_WEIGHT · (1 − VARIANT_PRIOR)` of its score.
+    /// A file keeps at least `least = 1 − PRIOR_WEIGHT · (1 − VARIANT_PRIOR · PROSE_PRIOR)` of
+    /// its score.
     /// Files are looked at best first, a block at a time; the pass stops at the first file whose
     /// score, even unlowered, is under both the `wanted`-th best lowered score of the files
     /// `keep` accepts and the floor's share of the best score times `least`: every file after it
     /// would rank below the answer or under its floor either way, so its path is never read.
-    fn lower_variants(
+    fn lower_by_path(
         &self,
         query: &str,
         best: &mut [(f32, usize, u32, u32)],
@@ -311,9 +316,10 @@ impl Store {
         keep: &dyn Fn(&str) -> bool,
     ) {
         let top = best.iter().map(|b| b.0).fold(0.0f32, f32::max);
-        let least = 1.0 - PRIOR_WEIGHT * (1.0 - VARIANT_PRIOR);
+        let least = 1.0 - PRIOR_WEIGHT * (1.0 - VARIANT_PRIOR * PROSE_PRIOR);
         let reach = top * RELATIVE_FLOOR * least;
         let variants = Variants::new(query, std::env::consts::OS);
+        let prose = Prose::new(query);
         // The `wanted` best lowered scores of accepted files, the least on top.
         let mut answer: std::collections::BinaryHeap<std::cmp::Reverse<u32>> =
             std::collections::BinaryHeap::with_capacity(wanted + 1);
@@ -329,7 +335,8 @@ impl Store {
                     return false;
                 }
                 let seg = &self.segments[*si];
-                let v = variants.prior(seg.path_bytes(*f), || self.newest_versions());
+                let path = seg.path_bytes(*f);
+                let v = variants.prior(path, || self.newest_versions()) * prose.prior(path);
                 if v < 1.0 {
                     let prior = seg.file_chunks(*f).2.clamp(0.0, 1.0);
                     let lowered = 1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior * v;

@@ -252,41 +252,93 @@ fn a_large_build_or_update_is_written_as_bounded_segments() {
     assert_eq!(listed, read_now);
 }
 
+/// Twenty lines of `words`: one chunk of text.
+fn paragraph(words: &str) -> String {
+    (0..20)
+        .map(|l| format!("{words} line {l:02} of this paragraph here\n"))
+        .collect()
+}
+
+/// Builds a store of `files` (a path, its text and how many chunks it is cut into, which is
+/// checked) and checks which file ranks first for the words of [`paragraph`]'s matching text
+/// under each of `cases` (the weights, the path expected first).
+fn check_first(files: &[(&str, String, usize)], cases: &[(Weights, &str)]) {
+    let query = "zebra harness quantum";
+    for (path, text, chunks) in files {
+        assert_eq!(chunk_file(path, text).len(), *chunks, "{path}");
+    }
+    let contents: HashMap<String, String> = files
+        .iter()
+        .map(|(p, t, _)| ((*p).to_owned(), t.clone()))
+        .collect();
+    let (_dir, store) = built_store(&contents);
+    for (weights, expected) in cases {
+        let hits = store.search(statics(), query, weights, &|_| true, 2);
+        assert_eq!(hits[0].path, *expected, "{weights:?}");
+    }
+}
+
 /// A file scores its two best chunks: of two files whose best chunks are the same, the one that
 /// matches the question in a second place ranks first; scored by the best chunk alone
 /// (`second_chunk` 0), they tie and path order puts the other first.
 #[test]
 fn a_file_matching_in_two_places_outranks_one_matching_once() {
-    let statics = statics();
-    let block = |words: &str| {
-        (0..20)
-            .map(|l| format!("{words} line {l:02} of this paragraph here\n"))
-            .collect::<String>()
-    };
-    let matching = block("zebra harness quantum");
-    let filler = block("plain ordinary padding");
-    let contents: HashMap<String, String> = [
-        ("a.txt", format!("{matching}\n{filler}")),
-        ("b.txt", format!("{matching}\n{matching}")),
-    ]
-    .into_iter()
-    .map(|(p, t)| (p.to_owned(), t))
-    .collect();
-    for (path, text) in &contents {
-        assert_eq!(chunk_file(path, text).len(), 2, "{path}");
-    }
-    let (_dir, store) = built_store(&contents);
-    let first = |weights: &Weights| {
-        store.search(statics, "zebra harness quantum", weights, &|_| true, 2)[0]
-            .path
-            .clone()
-    };
-    assert_eq!(first(&Weights::default()), "b.txt");
+    let matching = paragraph("zebra harness quantum");
+    let filler = paragraph("plain ordinary padding");
     let best_alone = Weights {
         second_chunk: 0.0,
         ..Weights::default()
     };
-    assert_eq!(first(&best_alone), "a.txt");
+    check_first(
+        &[
+            ("a.txt", format!("{matching}\n{filler}"), 2),
+            ("b.txt", format!("{matching}\n{matching}"), 2),
+        ],
+        &[(Weights::default(), "b.txt"), (best_alone, "a.txt")],
+    );
+}
+
+/// A file of one chunk counts half its chunk as its second: a short file that is all about the
+/// question ranks above a longer one that is about it in one place; without that share
+/// (`lone_chunk` 0) its missing second counts as nothing and the longer file ranks first.
+#[test]
+fn a_short_file_all_about_the_question_outranks_a_long_one_about_it_once() {
+    let matching = paragraph("zebra harness quantum");
+    let filler = paragraph("plain ordinary padding");
+    let no_share = Weights {
+        lone_chunk: 0.0,
+        ..Weights::default()
+    };
+    check_first(
+        &[
+            ("long.txt", format!("{matching}\n{filler}"), 2),
+            ("short.txt", matching, 1),
+        ],
+        &[(Weights::default(), "short.txt"), (no_share, "long.txt")],
+    );
+}
+
+/// Of a source file and a Markdown guide with the same text, the source ranks first, unless the
+/// question asks for a document; nothing is hidden.
+#[test]
+fn a_prose_document_ranks_after_code_unless_the_question_asks_for_one() {
+    let statics = statics();
+    let text = "fn read_file(path: &Path) -> Vec<u8> {\n    std::fs::read(path).unwrap()\n}\n";
+    let contents: HashMap<String, String> = ["src/fs.rs", "guide/fs.md"]
+        .iter()
+        .map(|p| ((*p).to_owned(), text.to_owned()))
+        .collect();
+    let (_dir, store) = built_store(&contents);
+    let scores = |query: &str| {
+        let hits = store.search(statics, query, &Weights::default(), &|_| true, 2);
+        assert_eq!(hits.len(), 2, "{query}: both files are in the answer");
+        let score = |p: &str| hits.iter().find(|h| h.path == p).unwrap().score;
+        (score("src/fs.rs"), score("guide/fs.md"))
+    };
+    let (code, prose) = scores("read a file");
+    assert!(code > prose, "{code} > {prose}");
+    let (code, prose) = scores("where reading a file is documented");
+    assert_eq!(code, prose);
 }
 
 /// A question's word meets the file named after its subject in another form (`quantize` and
@@ -372,15 +424,18 @@ fn a_variant_ranks_after_its_main_line_unless_the_question_names_it() {
     assert!(v4 > v3, "{v4} > {v3}");
 }
 
-/// Variants are lowered lazily, only as deep as the answer reaches: an answer of a few files is
-/// the head of a longer answer to the same question, whatever the depth the pass stopped at.
+/// Variants and prose documents are lowered lazily, only as deep as the answer reaches: an answer
+/// of a few files is the head of a longer answer to the same question, whatever the depth the
+/// pass stopped at.
 #[test]
-fn a_short_answer_is_the_head_of_a_long_one_with_variants_lowered() {
+fn a_short_answer_is_the_head_of_a_long_one_with_variants_and_prose_lowered() {
     let statics = statics();
-    let dirs = ["src/unix", "src/win", "v3", "v4", "lib"];
+    let dirs = ["src/unix", "src/win", "v3", "v4", "lib", "docs"];
     let contents: HashMap<String, String> = (0..150)
         .map(|i| {
-            let path = format!("{}/file{i}.rs", dirs[i % dirs.len()]);
+            let dir = dirs[i % dirs.len()];
+            let ext = if dir == "docs" { "md" } else { "rs" };
+            let path = format!("{dir}/file{i}.{ext}");
             // Scores spread by how often the question's words appear.
             let body =
                 "fn read_file(path: &Path) -> Vec<u8> { std::fs::read(path) }\n".repeat(1 + i % 7);

@@ -55,7 +55,11 @@ pub(crate) fn start_server(
     let log = repo_search_host::served::open_log(index_dir)?;
     let mut serve = Command::new(std::env::current_exe()?);
     serve
-        .args(serve_args(location, root, index_dir))
+        .args(serve_args(
+            root,
+            index_dir,
+            location.semantic_config().model_dir.as_deref(),
+        ))
         // It holds no directory of the caller's busy: every path it gets is absolute.
         .current_dir("/")
         .stdin(Stdio::null())
@@ -96,19 +100,20 @@ fn detach(serve: &mut Command) {
     }
 }
 
-/// The arguments of the `serve` a search with `location` starts: the same worktree, index
-/// directory and model directory, as absolute paths, so that it serves this search's index with
-/// the same models. The search's own `--rerank` and `--deadline-ms` are not passed on: the
-/// server keeps them for every search it answers, and a search's own deadline and re-rank are
-/// for itself (a search with another re-rank is not served by it, and answers by itself).
-fn serve_args(location: &Location, root: &Path, index_dir: &Path) -> Vec<OsString> {
+/// The arguments of the `serve` a search starts: the same worktree, index directory and model
+/// directory (`model_dir`, as the search resolved it), as absolute paths, so that it serves this
+/// search's index with the same models. Both directories are passed even when the search found
+/// them by default: the server runs in `/`, where a relative `XDG_CACHE_HOME`, `HOME` or
+/// `REPO_SEARCH_MODEL_DIR` names other directories, and it would serve (and build) an index this
+/// search never asks about. The search's own `--rerank` and `--deadline-ms` are not passed on:
+/// the server keeps them for every search it answers, and a search's own deadline and re-rank
+/// are for itself (a search with another re-rank is not served by it, and answers by itself).
+fn serve_args(root: &Path, index_dir: &Path, model_dir: Option<&Path>) -> Vec<OsString> {
+    let absolute = |dir: &Path| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mut args: Vec<OsString> = vec!["serve".into(), "--root".into(), root.into()];
-    if location.index_dir.is_some() {
-        args.extend(["--index-dir".into(), index_dir.into()]);
-    }
-    if let Some(dir) = &location.model_dir {
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
-        args.extend(["--model-dir".into(), dir.into()]);
+    args.extend(["--index-dir".into(), absolute(index_dir).into()]);
+    if let Some(dir) = model_dir {
+        args.extend(["--model-dir".into(), absolute(dir).into()]);
     }
     args.push(format!("--idle-timeout={IDLE_TIMEOUT_SECS}").into());
     args
@@ -118,6 +123,7 @@ fn serve_args(location: &Location, root: &Path, index_dir: &Path) -> Vec<OsStrin
 mod tests {
     use super::*;
     use clap::Parser as _;
+    use std::path::PathBuf;
 
     /// The location flags of `search ARGS`, parsed as the binary parses them.
     fn location(args: &[&str]) -> Location {
@@ -130,8 +136,15 @@ mod tests {
         }
     }
 
-    fn check(args: &[&str], expected: &[&str]) {
-        let got = serve_args(&location(args), Path::new("/w"), Path::new("/i"));
+    /// Checks the arguments of the server a search with `args` starts, whose model directory,
+    /// when the flags name none, is `default_model_dir` (as a variable would give it).
+    fn check(args: &[&str], default_model_dir: Option<&str>, expected: &[&str]) {
+        let location = location(args);
+        let model_dir = location
+            .model_dir
+            .clone()
+            .or(default_model_dir.map(PathBuf::from));
+        let got = serve_args(Path::new("/w"), Path::new("/i"), model_dir.as_deref());
         let got: Vec<String> = got
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -165,12 +178,39 @@ mod tests {
     }
 
     /// A started server must parse as `serve` and serve this search's index with its models:
-    /// were the index or model directory lost, the client would not be served by it. The
-    /// search's re-rank and deadline stay the search's own.
+    /// were the index or model directory lost, the client would not be served by it. Both are
+    /// passed as absolute paths, also when the search found them by default: the server runs in
+    /// `/`, where a relative `REPO_SEARCH_MODEL_DIR` (or `XDG_CACHE_HOME`, `HOME`) names another
+    /// directory. The search's re-rank and deadline stay the search's own.
     #[test]
     fn a_started_server_gets_the_searchs_index_and_model_directories() {
-        check(&[], &["serve", "--root", "/w", "--idle-timeout=900"]);
-        let model = std::env::current_dir().unwrap().join("m");
+        let cwd = std::env::current_dir().unwrap();
+        let abs = |p: &str| cwd.join(p).to_str().unwrap().to_owned();
+        let serve = |model: &str| {
+            [
+                "serve",
+                "--root",
+                "/w",
+                "--index-dir",
+                "/i",
+                "--model-dir",
+                model,
+                "--idle-timeout=900",
+            ]
+            .map(str::to_owned)
+        };
+        check(
+            &[],
+            None,
+            &[
+                "serve",
+                "--root",
+                "/w",
+                "--index-dir",
+                "/i",
+                "--idle-timeout=900",
+            ],
+        );
         check(
             &[
                 "--index-dir",
@@ -181,16 +221,20 @@ mod tests {
                 "--deadline-ms",
                 "5",
             ],
-            &[
-                "serve",
-                "--root",
-                "/w",
-                "--index-dir",
-                "/i",
-                "--model-dir",
-                model.to_str().unwrap(),
-                "--idle-timeout=900",
-            ],
+            Some("ignored/by/the/flag"),
+            &serve(&abs("m")).each_ref().map(String::as_str),
+        );
+        check(
+            &[],
+            Some("cache/repo-search/models/all-minilm-l6-v2"),
+            &serve(&abs("cache/repo-search/models/all-minilm-l6-v2"))
+                .each_ref()
+                .map(String::as_str),
+        );
+        check(
+            &[],
+            Some("/abs/m"),
+            &serve("/abs/m").each_ref().map(String::as_str),
         );
     }
 }

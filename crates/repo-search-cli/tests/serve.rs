@@ -742,6 +742,17 @@ fn logged_pid(log: &str) -> u32 {
         .unwrap_or_else(|| panic!("no pid in {line}"))
 }
 
+/// Stops the started server `pid` of the worktree at `root` with SIGTERM, and returns its log
+/// once it says it stopped.
+fn stop_started(root: &Path, pid: u32) -> String {
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(kill.status.success());
+    wait_for_logged(root, "repo-search: stopped ")
+}
+
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         !stat
@@ -800,12 +811,7 @@ fn a_search_starts_a_server_that_answers_the_searches_after_it() {
     );
     let log = std::fs::read_to_string(serve_log(root)).unwrap();
     assert_eq!(log.matches("repo-search: serving ").count(), 1, "{log}");
-    let kill = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .output()
-        .unwrap();
-    assert!(kill.status.success());
-    let log = wait_for_logged(root, "repo-search: stopped ");
+    let log = stop_started(root, pid);
     let last = logged_line(&log, "repo-search: stopped ").unwrap();
     // The two checked searches went through it; so did any of the first four that found it up.
     let (why, searches) = stop_report(last);
@@ -822,6 +828,42 @@ fn a_search_starts_a_server_that_answers_the_searches_after_it() {
     assert_eq!(status["server"], Value::Null, "{status}");
     let text = String::from_utf8(run_bounded(root, &["status"], LIMIT).stdout).unwrap();
     assert!(text.contains("server:    none\n"), "{text}");
+}
+
+/// A search that finds its model directory through a relative `REPO_SEARCH_MODEL_DIR` starts a
+/// server that serves its `semantic` searches: the server runs in `/`, where the variable names
+/// another directory, so it gets the directory as the search resolved it.
+#[test]
+fn a_relative_model_directory_variable_reaches_the_started_server() {
+    let dir = sample();
+    let root = dir.path();
+    // It exists under the worktree's own directory, so the search names it by its canonical
+    // path; in `/` the same variable names a directory that is not there.
+    std::fs::create_dir_all(root.join(".git/models")).unwrap();
+    let semantic = |start: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.current_dir(root)
+            .args(["search", "--mode", "semantic", "hello world", "--json"])
+            .env("REPO_SEARCH_START_SERVER", start)
+            .env("REPO_SEARCH_MODEL_DIR", ".git/models");
+        support::output_bounded(cmd, LIMIT)
+    };
+    let first = semantic("always");
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let log = wait_for_logged(root, "repo-search: serving ");
+    let pid = logged_pid(&log);
+    let second = semantic("never");
+    assert_eq!(second.status.code(), Some(0), "{second:?}");
+    assert_eq!(
+        without_update_time(&first.stdout),
+        without_update_time(&second.stdout)
+    );
+    let log = stop_started(root, pid);
+    let (_, searches) = stop_report(logged_line(&log, "repo-search: stopped ").unwrap());
+    assert_eq!(
+        searches, 1,
+        "the second search went through the server: {log}"
+    );
 }
 
 #[test]
@@ -923,10 +965,5 @@ fn a_started_server_holds_none_of_the_descriptors_its_search_inherited() {
         Path::new("/"),
         "the server keeps no directory of the caller's busy"
     );
-    let kill = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .output()
-        .unwrap();
-    assert!(kill.status.success());
-    wait_for_logged(root, "repo-search: stopped ");
+    stop_started(root, pid);
 }

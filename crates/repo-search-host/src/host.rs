@@ -104,7 +104,12 @@ impl SemanticConfig {
     /// in its hello, and a client asks it for `semantic` only with its own.
     pub fn setup(&self) -> String {
         let dir = match &self.model_dir {
-            Some(d) => d.canonicalize().unwrap_or_else(|_| d.clone()),
+            // A directory that does not exist yet is named as an absolute path all the same, so
+            // that a search and the server it started (in `/`) describe it alike.
+            Some(d) => d
+                .canonicalize()
+                .or_else(|_| std::path::absolute(d))
+                .unwrap_or_else(|_| d.clone()),
             None => PathBuf::from("<built-in>"),
         };
         format!("{} rerank={:?}", dir.display(), self.rerank)

@@ -503,14 +503,32 @@ impl Host {
         let request = self.tool.parse_arguments(arguments)?;
         // A regex, glob or type that cannot compile is refused before it costs a refresh.
         search_profile::check_patterns(&request)?;
+        let refreshed = request.mode.is_indexed()
+            && self.tool.modes().contains(&request.mode)
+            && refresh == Refresh::First;
         if request.mode.is_indexed() && self.tool.modes().contains(&request.mode) {
             check_scope_on_disk(&self.root, request.path.as_deref())?;
-            if refresh == Refresh::First {
+            if refreshed {
                 self.refresh(request.mode).await?;
             }
         }
-        let result = self.tool.call_request(request).await?;
-        serde_json::to_value(&result).map_err(|_| HostError::Tool(IndexError::BackendFailed))
+        let mode = request.mode;
+        let mut result = self.tool.call_request(request.clone()).await;
+        // A `semantic` answer carries the index status of the snapshot its store was caught up
+        // to. When the call spent longer than the freshness window catching the store up (a new
+        // server's first query on Linux, after the store's model changed, spent minutes), that
+        // status is older than the window by the time the gate sees it, though nothing changed:
+        // the call was refused as stale. Look at the worktree once more and ask again; the gate
+        // judges the second answer as it did the first (docs/semantic-design.md, "Parallel
+        // hosts: the query catches the store up").
+        if refreshed
+            && mode == SearchMode::Semantic
+            && matches!(result, Err(IndexError::TooOld { .. }))
+        {
+            self.refresh(mode).await?;
+            result = self.tool.call_request(request).await;
+        }
+        serde_json::to_value(&result?).map_err(|_| HostError::Tool(IndexError::BackendFailed))
     }
 
     /// Brings the index up to date with the worktree for a query in `mode`: on the embedded

@@ -512,8 +512,9 @@ impl Host {
                 self.refresh(request.mode).await?;
             }
         }
-        let mode = request.mode;
-        let mut result = self.tool.call_request(request.clone()).await;
+        // Only a refreshed `semantic` call may be asked again (below): only it keeps a copy.
+        let again = (refreshed && request.mode == SearchMode::Semantic).then(|| request.clone());
+        let mut result = self.tool.call_request(request).await;
         // A `semantic` answer carries the index status of the snapshot its store was caught up
         // to. When the call spent longer than the freshness window catching the store up (a new
         // server's first query on Linux, after the store's model changed, spent minutes), that
@@ -521,11 +522,10 @@ impl Host {
         // the call was refused as stale. Look at the worktree once more and ask again; the gate
         // judges the second answer as it did the first (docs/semantic-design.md, "Parallel
         // hosts: the query catches the store up").
-        if refreshed
-            && mode == SearchMode::Semantic
+        if let Some(request) = again
             && matches!(result, Err(IndexError::TooOld { .. }))
         {
-            self.refresh(mode).await?;
+            self.refresh(request.mode).await?;
             result = self.tool.call_request(request).await;
         }
         serde_json::to_value(&result?).map_err(|_| HostError::Tool(IndexError::BackendFailed))

@@ -196,19 +196,18 @@ pub struct CommittedFile {
     pub prior: f32,
 }
 
-/// A committed snapshot's revision and files.
+/// What a committed snapshot attests, without its files: enough for an engine that keeps pace
+/// with this index to tell whether it caught up to this very commit, at no cost per file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommittedFiles {
+pub struct CommittedHead {
     /// The revision the snapshot attests (`None` before the first commit).
     pub revision: Option<String>,
-    /// The snapshot's status, as [`EmbeddedIndex::committed_status`] gives it: an engine that
-    /// caught up to this very snapshot can answer with it.
+    /// The snapshot's status: an engine that caught up to this very snapshot can answer with it.
     pub status: IndexStatus,
-    /// Its servable files, in path order.
-    pub files: Vec<CommittedFile>,
-    /// A digest of `files` (paths, versions, priors): two commits that attest one revision but
-    /// hold different files have different digests, so an engine keeping pace with this index
-    /// names what it caught up to by both.
+    /// A digest of the snapshot's servable files (paths, versions, priors:
+    /// [`CommittedFiles::files`]): two commits that attest one revision but hold different files
+    /// have different digests, so an engine keeping pace with this index names what it caught up
+    /// to by both.
     pub digest: u64,
     /// The walk names of the files it holds but no answer may name (not UTF-8, or refused by the
     /// trust gate), in path order: an engine that ranks every file in scope counts those in
@@ -216,16 +215,24 @@ pub struct CommittedFiles {
     pub unservable: Arc<[String]>,
 }
 
-impl Default for CommittedFiles {
+impl Default for CommittedHead {
     fn default() -> Self {
-        CommittedFiles {
+        CommittedHead {
             revision: None,
             status: IndexStatus::new(IndexState::Failed),
-            files: Vec::new(),
             digest: 0,
             unservable: Arc::from([]),
         }
     }
+}
+
+/// A committed snapshot's head and servable files.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CommittedFiles {
+    /// What the snapshot attests.
+    pub head: CommittedHead,
+    /// Its servable files, in path order.
+    pub files: Vec<CommittedFile>,
 }
 
 /// A 64-bit digest of a few words (splitmix64's finaliser over a running sum).
@@ -525,43 +532,45 @@ impl EmbeddedIndex {
             .files()
     }
 
-    /// The committed snapshot's revision and servable files, in path order, for an engine that
+    /// The committed snapshot's head and servable files, in path order, for an engine that
     /// keeps pace with this index without walking the worktree again (the host's semantic store).
     /// A file's `version` changes whenever this index read it again; files whose names the trust
-    /// gate refuses are left out, since no answer may name them.
+    /// gate refuses are left out, since no answer may name them. Lists every file: an engine
+    /// that may already be caught up asks [`EmbeddedIndex::committed_head`] first.
     pub fn committed_files(&self) -> CommittedFiles {
         self.sync();
         let Some(s) = self.snapshot() else {
             return CommittedFiles::default();
         };
         let files = servable_files(&s, |p| self.in_default_selection(&s, p));
-        let digest = *s.files_digest.get_or_init(|| files_digest(&files));
+        s.files_digest.get_or_init(|| files_digest(&files));
         CommittedFiles {
-            revision: s.manifest.source_revision.clone(),
-            status: self.status_of(&s),
+            head: self.head_of(&s),
             files,
-            digest,
-            unservable: unservable_files(&s, |p| self.in_default_selection(&s, p)),
         }
     }
 
-    /// The committed status, the digest of the same snapshot's servable files (as
-    /// [`CommittedFiles::digest`]: what an engine that caught up to that very commit recorded)
-    /// and the files it holds but may not serve ([`CommittedFiles::unservable`]). Both are
-    /// computed once per commit.
-    pub fn committed_status(&self) -> (IndexStatus, u64, Arc<[String]>) {
+    /// What the committed snapshot attests ([`CommittedFiles::head`]). The digest and the
+    /// unservable files are computed once per commit, so a call after the first costs nothing
+    /// per file.
+    pub fn committed_head(&self) -> CommittedHead {
         self.sync();
         let Some(s) = self.snapshot() else {
-            return (IndexStatus::new(IndexState::Failed), 0, Arc::from([]));
+            return CommittedHead::default();
         };
-        let digest = *s.files_digest.get_or_init(|| {
-            files_digest(&servable_files(&s, |p| self.in_default_selection(&s, p)))
-        });
-        (
-            self.status_of(&s),
+        self.head_of(&s)
+    }
+
+    fn head_of(&self, s: &Snapshot) -> CommittedHead {
+        let digest = *s
+            .files_digest
+            .get_or_init(|| files_digest(&servable_files(s, |p| self.in_default_selection(s, p))));
+        CommittedHead {
+            revision: s.manifest.source_revision.clone(),
+            status: self.status_of(s),
             digest,
-            unservable_files(&s, |p| self.in_default_selection(&s, p)),
-        )
+            unservable: unservable_files(s, |p| self.in_default_selection(s, p)),
+        }
     }
 
     /// Whether ripgrep, with `files`'s flags, searches `s`'s held file at `path`, as far as hidden

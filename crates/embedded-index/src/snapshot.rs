@@ -26,10 +26,10 @@ pub(crate) struct Snapshot {
     /// nothing is written. Another commit is another snapshot, which starts unverified.
     verified_at: AtomicU64,
     /// The digest of the servable files and their versions, computed once when first asked for
-    /// (`EmbeddedIndex::committed_status`).
+    /// (`EmbeddedIndex::committed_head`).
     pub(crate) files_digest: std::sync::OnceLock<u64>,
     /// The walk names of the live files no answer may name, computed once when first asked for
-    /// (`EmbeddedIndex::committed_status`).
+    /// (`EmbeddedIndex::committed_head`).
     pub(crate) unservable: std::sync::OnceLock<Arc<[String]>>,
     /// Which of its files under hidden names each request selects, found once when first asked
     /// for (`EmbeddedIndex::hidden_rules`).

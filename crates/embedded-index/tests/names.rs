@@ -60,7 +60,12 @@ fn a_matching_file_whose_name_is_not_utf8_is_held_counted_and_never_served() {
         committed.files.iter().map(|f| &f.path).collect::<Vec<_>>(),
         ["a.txt"]
     );
-    assert_eq!(committed.unservable.len(), 3, "{:?}", committed.unservable);
+    assert_eq!(
+        committed.head.unservable.len(),
+        3,
+        "{:?}",
+        committed.head.unservable
+    );
 
     // Edits are seen, through a full walk and then through the directory cache (once the
     // directories are old enough to vouch for themselves).

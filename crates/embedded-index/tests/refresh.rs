@@ -57,3 +57,31 @@ fn a_refresh_that_finds_nothing_changed_writes_nothing_and_reports_the_check_tim
     std::fs::write(root.path().join("a.txt"), "alpha edited\n").unwrap();
     assert_eq!(index.refresh("h2", None).unwrap().kind, RefreshKind::Update);
 }
+
+#[test]
+fn the_committed_head_is_what_the_committed_files_attest_commit_after_commit() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "alpha\n").unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let index = EmbeddedIndex::open(root.path(), store.path()).unwrap();
+    // Before any commit: no revision, and no status an engine could answer with.
+    assert_eq!(index.committed_head(), index.committed_files().head);
+    assert_eq!(index.committed_head().revision, None);
+    let mut digests = Vec::new();
+    for (head, file, text) in [
+        ("h1", "a.txt", "alpha\n"),
+        ("h1", "b.txt", "beta\n"),
+        ("h2", "b.txt", "beta, again and longer\n"),
+    ] {
+        std::fs::write(root.path().join(file), text).unwrap();
+        index.refresh(head, None).unwrap();
+        // Asked for alone first, then with the files: the same snapshot, the same head.
+        let alone = index.committed_head();
+        let committed = index.committed_files();
+        assert_eq!(alone, committed.head, "after writing {file} at {head}");
+        assert!(alone.revision.is_some_and(|r| r.starts_with(head)));
+        digests.push(alone.digest);
+    }
+    // Another file, or another read of one, is another digest even at one revision.
+    assert!(digests.windows(2).all(|w| w[0] != w[1]), "{digests:?}");
+}

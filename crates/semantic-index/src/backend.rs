@@ -59,12 +59,17 @@ impl RepositoryIndexBackend for CompositeBackend {
             return self.index.search(request);
         }
         Box::pin(async move {
-            let (status, digest, unservable) = self.index.committed_status();
-            let ready = status.state == IndexState::Ready;
+            let head = self.index.committed_head();
+            let ready = head.status.state == IndexState::Ready;
             let root = self.index.root();
-            let answer = self
-                .semantic
-                .search(&request, status, digest, &unservable, None, root)?;
+            let answer = self.semantic.search(
+                &request,
+                head.status,
+                head.digest,
+                &head.unservable,
+                None,
+                root,
+            )?;
             if !(ready && answer.status.state == IndexState::Stale) {
                 return Ok(answer);
             }

@@ -14,7 +14,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
-use embedded_index::EmbeddedIndex;
+use embedded_index::{CommittedFiles, CommittedHead, EmbeddedIndex};
 use index_contract::{
     BackendError, BackendHit, BackendSearchResponse, IndexState, IndexStatus, SearchRequest,
     SkippedFiles, limits::DEFAULT_MAX_RESULTS,
@@ -387,28 +387,41 @@ impl SemanticEngine {
         index: &EmbeddedIndex,
         deadline: Option<Instant>,
     ) -> Result<(Option<Pinned>, crate::CatchUp), crate::StoreError> {
-        let committed = index.committed_files();
-        let Some(revision) = committed.revision.filter(|r| !r.is_empty()) else {
+        // What the index committed, without its files: a store already caught up to it (every
+        // query but the first after a change) reads no list of files.
+        let head = index.committed_head();
+        let pin = |store: Arc<Store>, head: &CommittedHead| Pinned {
+            store,
+            status: head.status.clone(),
+            digest: head.digest,
+            unservable: head.unservable.clone(),
+        };
+        let current = |head: &CommittedHead| {
+            let revision = head.revision.as_deref().filter(|r| !r.is_empty())?;
+            // The store names what it caught up to by the revision and the digest of the
+            // committed files: one revision can be committed twice with different files (a
+            // removal that sets no revision, a rebuild after damage), and the name alone would
+            // then lie.
+            Some(commit_key(revision, head.digest))
+        };
+        let Some(key) = current(&head) else {
             return Ok((None, crate::CatchUp::default()));
         };
-        // The store names what it caught up to by the revision and the digest of the committed
-        // files: one revision can be committed twice with different files (a removal that sets
-        // no revision, a rebuild after damage), and the name alone would then lie.
-        let key = commit_key(&revision, committed.digest);
-        let pin = |store: Arc<Store>| Pinned {
-            store,
-            status: committed.status.clone(),
-            digest: committed.digest,
-            unservable: committed.unservable.clone(),
+        if let Some(s) = self.store().filter(|s| s.revision() == key) {
+            return Ok((Some(pin(s, &head)), crate::CatchUp::default()));
+        }
+        // Another commit may have landed since: the files listed now name their own head.
+        let CommittedFiles { head, files } = index.committed_files();
+        let Some(key) = current(&head) else {
+            return Ok((None, crate::CatchUp::default()));
         };
         if let Some(s) = self.store().filter(|s| s.revision() == key) {
-            return Ok((Some(pin(s)), crate::CatchUp::default()));
+            return Ok((Some(pin(s, &head)), crate::CatchUp::default()));
         }
-        let files: Vec<SourceFile> = committed
-            .files
-            .iter()
+        let files: Vec<SourceFile> = files
+            .into_iter()
             .map(|f| SourceFile {
-                path: f.path.clone(),
+                path: f.path,
                 version: f.version,
                 prior: f.prior,
             })
@@ -430,7 +443,7 @@ impl SemanticEngine {
         let store = Arc::new(store);
         *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
         *self.last_catch_up.lock().unwrap_or_else(|p| p.into_inner()) = stats;
-        Ok((Some(pin(store)), stats))
+        Ok((Some(pin(store, &head)), stats))
     }
 
     /// Answers a `semantic` request from the committed store, with the index's `status` when

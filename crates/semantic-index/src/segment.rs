@@ -396,6 +396,13 @@ impl Segment {
         &self.map[self.at[3]..self.at[4]]
     }
 
+    /// The scales of `count` chunks from `first` on, as the segment holds them: a little-endian
+    /// f32 each.
+    pub(crate) fn scales(&self, first: u32, count: usize) -> &[u8] {
+        let start = self.at[4] + first as usize * 4;
+        &self.map[start..start + count * 4]
+    }
+
     pub(crate) fn scale(&self, chunk: u32) -> f32 {
         f32::from_bits(self.u32_at(self.at[4] + chunk as usize * 4))
     }

@@ -10,7 +10,7 @@ use crate::text::{name_terms, sub_tokens};
 use crate::variants::{VARIANT_PRIOR, Variants};
 
 use super::Store;
-use super::scan::scan;
+use super::scan::{ScanQuery, scan};
 
 /// How much the trigram index's path prior (1 for ordinary source, less for tests, docs and
 /// vendored code) weighs: a hit's score is `hybrid · (1 − PRIOR_WEIGHT + PRIOR_WEIGHT · prior)`.
@@ -24,6 +24,11 @@ pub const PRIOR_WEIGHT: f32 = 0.8;
 pub const MAX_ANSWER_FILES: usize = 100;
 /// Hits scoring under this share of the best hit's score are left out of the answer.
 pub const RELATIVE_FLOOR: f32 = 0.5;
+
+/// How many chunks one job of the cosine scan takes.
+const SCAN_BLOCK: usize = 16_384;
+/// How many files one job of the file scoring takes.
+const FILE_BLOCK: usize = 4_096;
 
 /// A ranked file.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,10 +84,21 @@ impl Store {
             }
         };
         // Every live file, scored by its best two chunks; paths and the scope are looked at only
-        // for the files whose score can reach the answer.
-        let mut best: Vec<(f32, usize, u32, u32)> = Vec::new();
+        // for the files whose score can reach the answer. Blocks of files are scored on every
+        // core, and their hits joined in segment and file order.
+        let mut jobs = Vec::new();
         for (si, seg) in self.segments.iter().enumerate() {
-            for f in 0..seg.n_files {
+            for first in (0..seg.n_files).step_by(FILE_BLOCK) {
+                jobs.push((
+                    si,
+                    first..seg.n_files.min(first.saturating_add(FILE_BLOCK as u32)),
+                ));
+            }
+        }
+        let score_files = |(si, files): (usize, std::ops::Range<u32>)| {
+            let seg = &self.segments[si];
+            let mut hits: Vec<(f32, usize, u32, u32)> = Vec::new();
+            for f in files {
                 if self.deleted[si][f as usize] {
                     continue;
                 }
@@ -119,11 +135,14 @@ impl Store {
                     let prior = prior.clamp(0.0, 1.0);
                     let score = (s * (1.0 - PRIOR_WEIGHT + PRIOR_WEIGHT * prior)).clamp(0.0, 1.0);
                     if score > 0.0 {
-                        best.push((score, si, f, c));
+                        hits.push((score, si, f, c));
                     }
                 }
             }
-        }
+            hits
+        };
+        let (scored, ()) = on_every_core(jobs, score_files, || ());
+        let mut best: Vec<(f32, usize, u32, u32)> = scored.concat();
         let wanted = limit.min(MAX_ANSWER_FILES);
         self.lower_by_path(query, &mut best, wanted, keep);
         let path_of = |&(_, si, f, _): &(f32, usize, u32, u32)| self.segments[si].file(f).path;
@@ -245,56 +264,38 @@ impl Store {
         qscale: f32,
         beside: impl FnOnce() -> R,
     ) -> (Vec<Vec<f32>>, f32, R) {
-        const BLOCK: usize = 16_384;
-        let q16: Vec<i16> = q.iter().map(|&x| i16::from(x)).collect();
+        let query = ScanQuery::new(q, qscale);
         let mut out: Vec<Vec<f32>> = self
             .segments
             .iter()
             .map(|s| vec![0.0; s.n_chunks as usize])
             .collect();
-        let top = {
-            let mut jobs = Vec::new();
-            for (si, (seg, cos)) in self.segments.iter().zip(out.iter_mut()).enumerate() {
-                for (b, slot) in cos.chunks_mut(BLOCK).enumerate() {
-                    jobs.push((si, seg, (b * BLOCK) as u32, slot));
-                }
+        let mut jobs = Vec::new();
+        for (si, (seg, cos)) in self.segments.iter().zip(out.iter_mut()).enumerate() {
+            for (b, slot) in cos.chunks_mut(SCAN_BLOCK).enumerate() {
+                jobs.push((si, seg, (b * SCAN_BLOCK) as u32, slot));
             }
-            let jobs = std::sync::Mutex::new(jobs);
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let work = || {
+        }
+        let scan_block =
+            |(si, seg, base, slot): (usize, &std::sync::Arc<Segment>, u32, &mut [f32])| {
+                let start = base as usize * seg.dim;
+                let rows = &seg.dense()[start..start + slot.len() * seg.dim];
+                scan(slot, rows, seg.dim, &query, seg.scales(base, slot.len()));
                 let mut top = 0.0f32;
-                loop {
-                    let job = jobs.lock().ok().and_then(|mut j| j.pop());
-                    let Some((si, seg, base, slot)) = job else {
-                        break;
+                for (c, &x) in slot.iter().enumerate() {
+                    let live = || {
+                        let file = seg.chunk_file(base + c as u32);
+                        !self.deleted[si][file as usize]
                     };
-                    let start = base as usize * seg.dim;
-                    let rows = &seg.dense()[start..start + slot.len() * seg.dim];
-                    scan(slot, rows, seg.dim, &q16, qscale, &|c| seg.scale(base + c));
-                    for (c, &x) in slot.iter().enumerate() {
-                        let live = || {
-                            let file = seg.chunk_file(base + c as u32);
-                            !self.deleted[si][file as usize]
-                        };
-                        if x > top && (self.untouched[si] || live()) {
-                            top = x;
-                        }
+                    if x > top && (self.untouched[si] || live()) {
+                        top = x;
                     }
                 }
                 top
             };
-            std::thread::scope(|s| {
-                let workers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-                let beside = beside();
-                let mine = work();
-                let top = workers
-                    .into_iter()
-                    .map(|w| w.join().unwrap_or(0.0))
-                    .fold(mine, f32::max);
-                (top, beside)
-            })
-        };
-        (out, top.0, top.1)
+        let (tops, beside) = on_every_core(jobs, scan_block, beside);
+        let top = tops.into_iter().fold(0.0f32, f32::max);
+        (out, top, beside)
     }
 
     /// Multiplies the path prior of each variant in `best` (another platform's code, a
@@ -353,6 +354,46 @@ impl Store {
             true
         });
     }
+}
+
+/// Runs `work` on each of `jobs` on every core, and returns what each returned, in the order of
+/// `jobs`, with what `beside` returned: this thread runs `beside` first, then takes jobs too.
+/// A job's panic is passed on to the caller.
+fn on_every_core<J: Send, T: Send, R>(
+    jobs: Vec<J>,
+    work: impl Fn(J) -> T + Sync,
+    beside: impl FnOnce() -> R,
+) -> (Vec<T>, R) {
+    let count = jobs.len();
+    let jobs = std::sync::Mutex::new(jobs.into_iter().enumerate());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(count.max(1));
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let job = jobs.lock().ok().and_then(|mut j| j.next());
+            let Some((i, job)) = job else {
+                break;
+            };
+            done.push((i, work(job)));
+        }
+        done
+    };
+    let (mut done, beside) = std::thread::scope(|s| {
+        let workers: Vec<_> = (1..threads).map(|_| s.spawn(take)).collect();
+        let beside = beside();
+        let mut done = take();
+        for w in workers {
+            match w.join() {
+                Ok(theirs) => done.extend(theirs),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        (done, beside)
+    });
+    done.sort_unstable_by_key(|&(i, _)| i);
+    (done.into_iter().map(|(_, t)| t).collect(), beside)
 }
 
 /// The first `wanted` entries of `all` whose path `keep` accepts, by score (descending), equal
@@ -477,5 +518,28 @@ mod tests {
             let got = best_kept(&mut all, wanted, |e| e.0, |e| paths[e.1].as_str(), &keep);
             assert_eq!(got, expected, "case {case}: {n} files, {distinct} scores");
         }
+    }
+
+    #[test]
+    fn jobs_on_every_core_answer_in_their_own_order_beside_the_callers_work() {
+        for count in [0, 1, 2, 3, 17, 1000] {
+            // Jobs of uneven cost, so that the threads finish them out of order.
+            let jobs: Vec<u64> = (0..count).collect();
+            let work = |j: u64| {
+                std::hint::black_box((0..(j * 7919) % 13 * 1000).sum::<u64>());
+                j
+            };
+            let (got, beside) = on_every_core(jobs, work, || "beside");
+            assert_eq!(got, (0..count).collect::<Vec<_>>(), "{count} jobs");
+            assert_eq!(beside, "beside");
+        }
+    }
+
+    #[test]
+    fn a_job_that_panics_is_passed_on_not_left_out() {
+        let caught = std::panic::catch_unwind(|| {
+            on_every_core((0..64).collect(), |j: u32| assert_ne!(j, 40), || ())
+        });
+        assert!(caught.is_err());
     }
 }

@@ -345,12 +345,20 @@ impl SemanticEngine {
     /// The committed store, reloaded when another process committed since.
     pub(crate) fn store(&self) -> Option<Arc<Store>> {
         let held = self.store.read().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(s) = held.filter(|s| s.is_current() && s.model() == self.model_id) {
-            return Some(s);
+        if let Some(s) = held
+            .as_ref()
+            .filter(|s| s.is_current() && s.model() == self.model_id)
+        {
+            return Some(s.clone());
         }
         // A store whose vectors another model made is no answer for this one's queries: it
         // counts as absent until this host's catch-up rebuilds it.
-        let loaded = Store::open(&self.dir)
+        let loaded = match &held {
+            // The same directory: the segments the held version mapped and checked are reused.
+            Some(h) => h.reopen(),
+            None => Store::open(&self.dir),
+        };
+        let loaded = loaded
             .ok()
             .flatten()
             .filter(|s| s.model() == self.model_id)
@@ -431,15 +439,21 @@ impl SemanticEngine {
             source,
         })?;
         let read = |path: &str| read_text(&root, path);
-        let (store, stats) = Store::catch_up(
-            &self.dir,
-            &self.statics,
-            &self.model_id,
-            &key,
-            &files,
-            &read,
-            deadline,
-        )?;
+        // From the version this engine holds, whose segments are mapped and checked already.
+        let (store, stats) = match self.store() {
+            Some(held) => {
+                held.catch_up_from(&self.statics, &self.model_id, &key, &files, &read, deadline)
+            }
+            None => Store::catch_up(
+                &self.dir,
+                &self.statics,
+                &self.model_id,
+                &key,
+                &files,
+                &read,
+                deadline,
+            ),
+        }?;
         let store = Arc::new(store);
         *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
         *self.last_catch_up.lock().unwrap_or_else(|p| p.into_inner()) = stats;

@@ -468,3 +468,104 @@ fn a_short_answer_is_the_head_of_a_long_one_with_variants_and_prose_lowered() {
         }
     }
 }
+
+/// A process that holds a version of the store catches up from it, and reloads it after another
+/// process's commit, reusing the segments it mapped: the result is the store on disk, as a fresh
+/// open reads it, and only the segments a commit wrote are mapped again.
+#[test]
+fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_only_what_is_new() {
+    let statics = statics();
+    let contents = std::sync::Mutex::new(HashMap::from([
+        (
+            "a.py".to_owned(),
+            "def open_archive(path):\n    return path\n".to_owned(),
+        ),
+        (
+            "b.py".to_owned(),
+            "def parse_header(block):\n    return block\n".to_owned(),
+        ),
+    ]));
+    let read = |p: &str| contents.lock().unwrap().get(p).cloned();
+    let files = |versions: &[(&str, u64)]| -> Vec<SourceFile> {
+        versions
+            .iter()
+            .map(|&(path, version)| SourceFile {
+                path: path.to_owned(),
+                version,
+                prior: 1.0,
+            })
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let r1 = files(&[("a.py", 1), ("b.py", 1)]);
+    let (held, _) = Store::catch_up(dir.path(), statics, "m", "r1", &r1, &read, None).unwrap();
+    // What a fresh open reads, to compare a held version's view with.
+    let on_disk = || Store::open(dir.path()).unwrap().unwrap();
+    let same = |got: &Store, what: &str| {
+        let disk = on_disk();
+        assert_eq!(got.revision(), disk.revision(), "{what}");
+        assert_eq!(got.live_chunk_hashes(), disk.live_chunk_hashes(), "{what}");
+        let ask = |s: &Store| {
+            s.search(
+                statics,
+                "open an archive",
+                &Weights::default(),
+                &|_| true,
+                10,
+            )
+        };
+        assert_eq!(ask(got), ask(&disk), "{what}");
+    };
+    // The segments `later` shares with `earlier` by name are the very mappings `earlier` held.
+    let reused = |earlier: &Store, later: &Store| -> usize {
+        later
+            .manifest
+            .segments
+            .iter()
+            .zip(&later.segments)
+            .filter(|(entry, seg)| {
+                earlier
+                    .manifest
+                    .segments
+                    .iter()
+                    .zip(&earlier.segments)
+                    .any(|(e, s)| e.file == entry.file && Arc::ptr_eq(s, seg))
+            })
+            .count()
+    };
+
+    // Another process commits r2 (b.py changed) from disk; the held version reloads.
+    contents.lock().unwrap().insert(
+        "b.py".to_owned(),
+        "def parse_trailer(block):\n    return block\n".to_owned(),
+    );
+    let r2 = files(&[("a.py", 1), ("b.py", 2)]);
+    Store::catch_up(dir.path(), statics, "m", "r2", &r2, &read, None).unwrap();
+    assert!(!held.is_current());
+    let reloaded = held.reopen().unwrap().unwrap();
+    same(&reloaded, "reloaded after another process's commit");
+    assert_eq!(
+        reused(&held, &reloaded),
+        1,
+        "the build's segment is not mapped again"
+    );
+
+    // The held r1 catches up to r3 (c.py added), over r2, which it never saw.
+    contents.lock().unwrap().insert(
+        "c.py".to_owned(),
+        "def open_archive_member(name):\n    return name\n".to_owned(),
+    );
+    let r3 = files(&[("a.py", 1), ("b.py", 2), ("c.py", 1)]);
+    let (caught_up, stats) = held
+        .catch_up_from(statics, "m", "r3", &r3, &read, None)
+        .unwrap();
+    assert_eq!(stats.files_read, 1, "only c.py is new to the store on disk");
+    same(&caught_up, "caught up from an older held version");
+    assert!(reused(&held, &caught_up) >= 1);
+    let paths: Vec<String> = caught_up
+        .live_chunk_hashes()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(paths, ["a.py", "b.py", "c.py"]);
+}

@@ -384,29 +384,49 @@ impl Store {
         files: &[SourceFile],
         read: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<CatchUp, StoreError> {
-        let mut held: HashMap<&str, (usize, u32, u64)> = HashMap::new();
-        for (si, f) in self.live_files() {
-            let row = self.segments[si].file(f);
-            held.insert(row.path, (si, f, row.version));
-        }
+        // The held files and the wanted ones in path order, walked side by side. A commit lists
+        // its files in path order and each segment holds sorted runs of them, so both sorts
+        // mostly merge runs; a map of every path cost a one-file catch-up on Linux 70–100 ms.
+        let mut held: Vec<(&str, usize, u32, u64)> = self
+            .live_files()
+            .into_iter()
+            .map(|(si, f)| {
+                let row = self.segments[si].file(f);
+                (row.path, si, f, row.version)
+            })
+            .collect();
+        held.sort_by(|a, b| a.0.cmp(b.0));
+        let mut wanted: Vec<&SourceFile> = files.iter().collect();
+        wanted.sort_by(|a, b| a.path.cmp(&b.path));
+        wanted.dedup_by(|a, b| a.path == b.path);
         let mut manifest = self.manifest.clone();
         let mut stats = CatchUp::default();
         let mut upserts: Vec<&SourceFile> = Vec::new();
-        let wanted: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
-        for f in files {
-            match held.get(f.path.as_str()) {
-                Some(&(_, _, v)) if v == f.version => {}
-                Some(&(si, id, _)) => {
-                    manifest.segments[si].deleted.push(id);
-                    upserts.push(f);
+        let (mut held, mut wanted) = (held.into_iter().peekable(), wanted.into_iter().peekable());
+        loop {
+            let order = match (held.peek(), wanted.peek()) {
+                (Some(h), Some(w)) => h.0.cmp(w.path.as_str()),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            match order {
+                // Held, no longer wanted (a path held twice, which no commit makes, ends here too).
+                std::cmp::Ordering::Less => {
+                    if let Some((_, si, id, _)) = held.next() {
+                        manifest.segments[si].deleted.push(id);
+                        stats.removed += 1;
+                    }
                 }
-                None => upserts.push(f),
-            }
-        }
-        for (path, &(si, id, _)) in &held {
-            if !wanted.contains(path) {
-                manifest.segments[si].deleted.push(id);
-                stats.removed += 1;
+                std::cmp::Ordering::Greater => upserts.extend(wanted.next()),
+                std::cmp::Ordering::Equal => {
+                    if let (Some((_, si, id, version)), Some(f)) = (held.next(), wanted.next())
+                        && version != f.version
+                    {
+                        manifest.segments[si].deleted.push(id);
+                        upserts.push(f);
+                    }
+                }
             }
         }
         // Too many small segments: their live files are read again into the new one, their
@@ -485,10 +505,21 @@ impl Store {
         &self,
         wanted: &HashSet<[u8; HASH_BYTES]>,
     ) -> HashMap<[u8; HASH_BYTES], (Arc<Segment>, u32)> {
+        // A bit per value of a hash's first two bytes, set for the wanted ones: a catch-up wants
+        // a few hashes, and most of the store's chunks are passed over without hashing theirs.
+        let mut maybe = vec![0u64; 1 << 10];
+        let slot = |h: &[u8]| usize::from(u16::from_le_bytes([h[0], h[1]]));
+        for h in wanted {
+            maybe[slot(h) / 64] |= 1 << (slot(h) % 64);
+        }
         let mut known = HashMap::new();
         for seg in &self.segments {
             for c in 0..seg.n_chunks {
-                if let Some(h) = wanted.get(seg.chunk_hash(c)) {
+                let hash = seg.chunk_hash(c);
+                if maybe[slot(hash) / 64] & (1 << (slot(hash) % 64)) == 0 {
+                    continue;
+                }
+                if let Some(h) = wanted.get(hash) {
                     known.insert(*h, (seg.clone(), c));
                 }
             }

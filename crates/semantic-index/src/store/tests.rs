@@ -178,8 +178,12 @@ fn a_large_build_or_update_is_written_as_bounded_segments() {
             .iter()
             .filter(|e| e.file.starts_with(&format!("seg-{generation}-")))
             .collect();
-        // The bound is checked after each batch: one batch's chunks past it at most.
-        let per_file = chunk_file("doc0.txt", &text(0, 1)).len();
+        // The bound is checked after each batch: one batch's chunks past it at most, a batch of
+        // the files with the most chunks (two-digit names make longer lines).
+        let per_file = (0..30)
+            .flat_map(|i| [1, 2].map(|v| chunk_file("doc.txt", &text(i, v)).len()))
+            .max()
+            .unwrap();
         assert!(fresh.len() >= 2, "{:?}", store.manifest.segments);
         assert!(
             fresh
@@ -469,6 +473,18 @@ fn a_short_answer_is_the_head_of_a_long_one_with_variants_and_prose_lowered() {
     }
 }
 
+/// Source files of prior 1 at the given versions.
+fn source_files(versions: &[(&str, u64)]) -> Vec<SourceFile> {
+    versions
+        .iter()
+        .map(|&(path, version)| SourceFile {
+            path: path.to_owned(),
+            version,
+            prior: 1.0,
+        })
+        .collect()
+}
+
 /// A process that holds a version of the store catches up from it, and reloads it after another
 /// process's commit, reusing the segments it mapped: the result is the store on disk, as a fresh
 /// open reads it, and only the segments a commit wrote are mapped again.
@@ -486,18 +502,8 @@ fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_onl
         ),
     ]));
     let read = |p: &str| contents.lock().unwrap().get(p).cloned();
-    let files = |versions: &[(&str, u64)]| -> Vec<SourceFile> {
-        versions
-            .iter()
-            .map(|&(path, version)| SourceFile {
-                path: path.to_owned(),
-                version,
-                prior: 1.0,
-            })
-            .collect()
-    };
     let dir = tempfile::tempdir().unwrap();
-    let r1 = files(&[("a.py", 1), ("b.py", 1)]);
+    let r1 = source_files(&[("a.py", 1), ("b.py", 1)]);
     let (held, _) = Store::catch_up(dir.path(), statics, "m", "r1", &r1, &read, None).unwrap();
     // What a fresh open reads, to compare a held version's view with.
     let on_disk = || Store::open(dir.path()).unwrap().unwrap();
@@ -539,7 +545,7 @@ fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_onl
         "b.py".to_owned(),
         "def parse_trailer(block):\n    return block\n".to_owned(),
     );
-    let r2 = files(&[("a.py", 1), ("b.py", 2)]);
+    let r2 = source_files(&[("a.py", 1), ("b.py", 2)]);
     Store::catch_up(dir.path(), statics, "m", "r2", &r2, &read, None).unwrap();
     assert!(!held.is_current());
     let reloaded = held.reopen().unwrap().unwrap();
@@ -555,7 +561,7 @@ fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_onl
         "c.py".to_owned(),
         "def open_archive_member(name):\n    return name\n".to_owned(),
     );
-    let r3 = files(&[("a.py", 1), ("b.py", 2), ("c.py", 1)]);
+    let r3 = source_files(&[("a.py", 1), ("b.py", 2), ("c.py", 1)]);
     let (caught_up, stats) = held
         .catch_up_from(statics, "m", "r3", &r3, &read, None)
         .unwrap();
@@ -568,4 +574,39 @@ fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_onl
         .map(|(p, _)| p)
         .collect();
     assert_eq!(paths, ["a.py", "b.py", "c.py"]);
+}
+
+/// A catch-up holds each wanted file once, whatever the order of the list it is given, and
+/// drops the files the list no longer names.
+#[test]
+fn a_catch_up_holds_each_listed_file_once_in_any_order() {
+    let statics = statics();
+    let read = |p: &str| {
+        Some(format!(
+            "def handle_{}(x):\n    return x\n",
+            p.replace('.', "_")
+        ))
+    };
+    let paths =
+        |s: &Store| -> Vec<String> { s.live_chunk_hashes().into_iter().map(|(p, _)| p).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    let r1 = source_files(&[("a.py", 1), ("b.py", 1), ("c.py", 1)]);
+    let (held, _) = Store::catch_up(dir.path(), statics, "m", "r1", &r1, &read, None).unwrap();
+    // Reversed, c.py changed, b.py listed twice.
+    let r2 = source_files(&[("c.py", 2), ("b.py", 1), ("b.py", 1), ("a.py", 1)]);
+    let (held, stats) = held
+        .catch_up_from(statics, "m", "r2", &r2, &read, None)
+        .unwrap();
+    assert_eq!((stats.files_read, stats.removed), (1, 0));
+    assert_eq!(paths(&held), ["a.py", "b.py", "c.py"]);
+    let r3 = source_files(&[("d.py", 1), ("a.py", 1)]);
+    let (held, stats) = held
+        .catch_up_from(statics, "m", "r3", &r3, &read, None)
+        .unwrap();
+    assert_eq!((stats.files_read, stats.removed), (1, 2));
+    assert_eq!(paths(&held), ["a.py", "d.py"]);
+    assert_eq!(
+        paths(&held),
+        paths(&Store::open(dir.path()).unwrap().unwrap())
+    );
 }

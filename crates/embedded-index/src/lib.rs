@@ -561,6 +561,14 @@ impl EmbeddedIndex {
         self.head_of(&s)
     }
 
+    /// The revision the committed snapshot attests ([`CommittedHead::revision`]), without its
+    /// digest: the first look at a new commit's head lists its files to compute that, and a
+    /// caller that finds the revision changed lists them itself ([`EmbeddedIndex::committed_files`]).
+    pub fn committed_revision(&self) -> Option<String> {
+        self.sync();
+        self.snapshot()?.manifest.source_revision.clone()
+    }
+
     fn head_of(&self, s: &Snapshot) -> CommittedHead {
         let digest = *s
             .files_digest

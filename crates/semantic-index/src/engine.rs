@@ -395,9 +395,6 @@ impl SemanticEngine {
         index: &EmbeddedIndex,
         deadline: Option<Instant>,
     ) -> Result<(Option<Pinned>, crate::CatchUp), crate::StoreError> {
-        // What the index committed, without its files: a store already caught up to it (every
-        // query but the first after a change) reads no list of files.
-        let head = index.committed_head();
         let pin = |store: Arc<Store>, head: &CommittedHead| Pinned {
             store,
             status: head.status.clone(),
@@ -412,13 +409,28 @@ impl SemanticEngine {
             // then lie.
             Some(commit_key(revision, head.digest))
         };
-        let Some(key) = current(&head) else {
-            return Ok((None, crate::CatchUp::default()));
-        };
-        if let Some(s) = self.store().filter(|s| s.revision() == key) {
-            return Ok((Some(pin(s, &head)), crate::CatchUp::default()));
+        // What the index committed, without its files: a store already caught up to it (every
+        // query but the first after a change) reads no list of files. A commit of another
+        // revision than the store's (every commit after a write) goes straight to the list
+        // below: its head's digest would list the same files first.
+        let same_revision = self
+            .store()
+            .zip(index.committed_revision())
+            .is_some_and(|(s, r)| {
+                s.revision()
+                    .strip_prefix(r.as_str())
+                    .is_some_and(|rest| rest.starts_with('#'))
+            });
+        if same_revision {
+            let head = index.committed_head();
+            let Some(key) = current(&head) else {
+                return Ok((None, crate::CatchUp::default()));
+            };
+            if let Some(s) = self.store().filter(|s| s.revision() == key) {
+                return Ok((Some(pin(s, &head)), crate::CatchUp::default()));
+            }
         }
-        // Another commit may have landed since: the files listed now name their own head.
+        // The files listed name their own head: another commit may have landed since.
         let CommittedFiles { head, files } = index.committed_files();
         let Some(key) = current(&head) else {
             return Ok((None, crate::CatchUp::default()));

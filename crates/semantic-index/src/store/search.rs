@@ -366,9 +366,10 @@ fn on_every_core<J: Send, T: Send, R>(
 ) -> (Vec<T>, R) {
     let count = jobs.len();
     let jobs = std::sync::Mutex::new(jobs.into_iter().enumerate());
+    // At most a worker per job: this thread is busy with `beside` while they start.
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(count.max(1));
+        .min(count + 1);
     let take = || {
         let mut done = Vec::new();
         loop {

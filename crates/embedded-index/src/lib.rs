@@ -275,7 +275,7 @@ fn servable_files(s: &Snapshot, in_default: impl Fn(&str) -> bool) -> Vec<Commit
 }
 
 /// The walk names of the live files of a snapshot in ripgrep's default selection that no answer
-/// may name, in path order: what [`CommittedFiles::unservable`] lists.
+/// may name, in path order: what [`CommittedHead::unservable`] lists.
 fn unservable_files(s: &Snapshot, in_default: impl Fn(&str) -> bool) -> Arc<[String]> {
     s.unservable
         .get_or_init(|| {
@@ -317,7 +317,7 @@ fn hidden_rules_key(root: &Path, hidden: &[(&str, index_storage::Stamp)]) -> u64
     mix(&words)
 }
 
-/// [`CommittedFiles::digest`] of `files`.
+/// [`CommittedHead::digest`] of `files`.
 fn files_digest(files: &[CommittedFile]) -> u64 {
     let mut words = Vec::with_capacity(files.len() * 3 + 1);
     words.push(files.len() as u64);

@@ -79,6 +79,7 @@ fn the_committed_head_is_what_the_committed_files_attest_commit_after_commit() {
         let alone = index.committed_head();
         let committed = index.committed_files();
         assert_eq!(alone, committed.head, "after writing {file} at {head}");
+        assert_eq!(index.committed_revision(), alone.revision);
         assert!(alone.revision.is_some_and(|r| r.starts_with(head)));
         digests.push(alone.digest);
     }

@@ -23,6 +23,7 @@ use index_guard::Scope;
 use search_profile::{PathFilter, RootDir};
 
 use crate::rank::Weights;
+use crate::store::Base;
 use crate::{Appended, HASH_BYTES, MiniLm, SourceFile, StaticModel, Store, VectorLog};
 
 use crate::reranker::*;
@@ -416,11 +417,7 @@ impl SemanticEngine {
         let same_revision = self
             .store()
             .zip(index.committed_revision())
-            .is_some_and(|(s, r)| {
-                s.revision()
-                    .strip_prefix(r.as_str())
-                    .is_some_and(|rest| rest.starts_with('#'))
-            });
+            .is_some_and(|(s, r)| attested_revision(s.revision()) == r);
         if same_revision {
             let head = index.committed_head();
             let Some(key) = current(&head) else {
@@ -452,20 +449,17 @@ impl SemanticEngine {
         })?;
         let read = |path: &str| read_text(&root, path);
         // From the version this engine holds, whose segments are mapped and checked already.
-        let (store, stats) = match self.store() {
-            Some(held) => {
-                held.catch_up_from(&self.statics, &self.model_id, &key, &files, &read, deadline)
-            }
-            None => Store::catch_up(
-                &self.dir,
-                &self.statics,
-                &self.model_id,
-                &key,
-                &files,
-                &read,
-                deadline,
-            ),
-        }?;
+        let held = self.store();
+        let base = held.as_deref().map_or(Base::Dir(&self.dir), Base::Held);
+        let (store, stats) = Store::catch_up_from(
+            base,
+            &self.statics,
+            &self.model_id,
+            &key,
+            &files,
+            &read,
+            deadline,
+        )?;
         let store = Arc::new(store);
         *self.store.write().unwrap_or_else(|p| p.into_inner()) = Some(store.clone());
         *self.last_catch_up.lock().unwrap_or_else(|p| p.into_inner()) = stats;
@@ -492,7 +486,7 @@ impl SemanticEngine {
             .as_deref()
             .map(|r| commit_key(r, digest));
         if status.state == IndexState::Ready && current.as_deref() != Some(store.revision()) {
-            let attested = store.revision().split('#').next().unwrap_or_default();
+            let attested = attested_revision(store.revision());
             let lagging = IndexStatus {
                 state: IndexState::Stale,
                 source_revision: Some(attested.to_owned()),
@@ -619,6 +613,11 @@ pub(crate) fn read_text(root: &RootDir, path: &str) -> Option<String> {
 /// files (`#` never appears in a revision the host commits, and is only compared here).
 pub(crate) fn commit_key(revision: &str, digest: u64) -> String {
     format!("{revision}#{digest:016x}")
+}
+
+/// The revision a store's [`commit_key`] names, without the digest.
+pub(crate) fn attested_revision(key: &str) -> &str {
+    key.rsplit_once('#').map_or(key, |(revision, _)| revision)
 }
 
 #[cfg(test)]

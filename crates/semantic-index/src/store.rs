@@ -56,15 +56,16 @@ const SMALL_SEGMENT: u32 = 20_000;
 /// An IDF table holds one f32 per token of the static model's vocabulary.
 const MAX_IDF_BYTES: u64 = 4 * crate::model_file::MAX_VOCAB as u64;
 
-/// What a catch-up brings the store to: the revision, its files and how to read them, embedded
-/// with `statics` (whose id is `model`).
+/// Where a catch-up starts ([`Store::catch_up_from`]).
 #[derive(Clone, Copy)]
-struct Target<'a> {
-    statics: &'a StaticModel,
-    model: &'a str,
-    revision: &'a str,
-    files: &'a [SourceFile],
-    read: &'a (dyn Fn(&str) -> Option<String> + Sync),
+pub(crate) enum Base<'a> {
+    /// The store in this directory, every segment mapped and checked against its crc32.
+    Dir(&'a Path),
+    /// A version of the store this process holds, in its own directory: the segments it mapped
+    /// and checked are taken as they are (a committed segment's name is never written again), so
+    /// a catch-up of one changed file maps and checks only what is new, not the whole store (on
+    /// Linux about 700 MB of checksums).
+    Held(&'a Store),
 }
 
 /// A committed version of the store, mapped.
@@ -283,8 +284,7 @@ impl Store {
     /// Builds from scratch when there is no store, it is damaged, it was made with another model,
     /// or the IDF rule says so. Takes the store's writer lock (waiting until `deadline`), so that
     /// processes sharing the directory commit one at a time. Every segment is mapped and checked
-    /// against its crc32: a caller that holds a version of this store asks
-    /// [`Store::catch_up_from`].
+    /// against its crc32 (a host that holds a version of the store starts from it instead).
     pub fn catch_up(
         dir: &Path,
         statics: &StaticModel,
@@ -294,22 +294,21 @@ impl Store {
         read: &(dyn Fn(&str) -> Option<String> + Sync),
         deadline: Option<Instant>,
     ) -> Result<(Store, CatchUp), StoreError> {
-        let target = Target {
+        Self::catch_up_from(
+            Base::Dir(dir),
             statics,
             model,
             revision,
             files,
             read,
-        };
-        Self::catch_up_at(dir, None, &target, deadline)
+            deadline,
+        )
     }
 
-    /// [`Store::catch_up`] of this store's directory, from this version: the segments it mapped
-    /// and checked are taken as they are (a committed segment's name is never written again),
-    /// so a catch-up of one changed file maps and checks only what is new, not the whole store
-    /// (on Linux about 700 MB of checksums).
-    pub fn catch_up_from(
-        &self,
+    /// [`Store::catch_up`] from `base`: a directory, or a version this process holds, whose
+    /// mapped segments are reused.
+    pub(crate) fn catch_up_from(
+        base: Base<'_>,
         statics: &StaticModel,
         model: &str,
         revision: &str,
@@ -317,29 +316,10 @@ impl Store {
         read: &(dyn Fn(&str) -> Option<String> + Sync),
         deadline: Option<Instant>,
     ) -> Result<(Store, CatchUp), StoreError> {
-        let target = Target {
-            statics,
-            model,
-            revision,
-            files,
-            read,
+        let (dir, previous) = match base {
+            Base::Dir(dir) => (dir, None),
+            Base::Held(held) => (held.dir.path(), Some(held)),
         };
-        Self::catch_up_at(self.dir.path(), Some(self), &target, deadline)
-    }
-
-    fn catch_up_at(
-        dir: &Path,
-        previous: Option<&Store>,
-        target: &Target<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<(Store, CatchUp), StoreError> {
-        let Target {
-            statics,
-            model,
-            revision,
-            files,
-            read,
-        } = *target;
         // Writers, and the collection of leftover files, work only in a real directory: a store
         // directory that is a symlink is refused, never followed.
         let dir = Arc::new(IndexDir::create_own(dir).map_err(StoreError::io(dir))?);

@@ -577,3 +577,11 @@ async fn files_in_scope_whose_names_cannot_be_served_are_counted_by_a_ranking() 
         assert_eq!(answer.complete, unserved == (0, 0), "{scope:?}");
     }
 }
+
+#[test]
+fn a_store_key_attests_the_revision_it_was_made_from() {
+    for revision in ["", "unborn+g1", "0123abcd+g42", "head+rebuilt"] {
+        assert_eq!(attested_revision(&commit_key(revision, 7)), revision);
+        assert_ne!(commit_key(revision, 7), commit_key(revision, 8));
+    }
+}

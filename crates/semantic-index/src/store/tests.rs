@@ -562,9 +562,8 @@ fn a_catch_up_or_reload_from_a_held_version_reads_the_store_on_disk_and_maps_onl
         "def open_archive_member(name):\n    return name\n".to_owned(),
     );
     let r3 = source_files(&[("a.py", 1), ("b.py", 2), ("c.py", 1)]);
-    let (caught_up, stats) = held
-        .catch_up_from(statics, "m", "r3", &r3, &read, None)
-        .unwrap();
+    let (caught_up, stats) =
+        Store::catch_up_from(Base::Held(&held), statics, "m", "r3", &r3, &read, None).unwrap();
     assert_eq!(stats.files_read, 1, "only c.py is new to the store on disk");
     same(&caught_up, "caught up from an older held version");
     assert!(reused(&held, &caught_up) >= 1);
@@ -594,15 +593,13 @@ fn a_catch_up_holds_each_listed_file_once_in_any_order() {
     let (held, _) = Store::catch_up(dir.path(), statics, "m", "r1", &r1, &read, None).unwrap();
     // Reversed, c.py changed, b.py listed twice.
     let r2 = source_files(&[("c.py", 2), ("b.py", 1), ("b.py", 1), ("a.py", 1)]);
-    let (held, stats) = held
-        .catch_up_from(statics, "m", "r2", &r2, &read, None)
-        .unwrap();
+    let (held, stats) =
+        Store::catch_up_from(Base::Held(&held), statics, "m", "r2", &r2, &read, None).unwrap();
     assert_eq!((stats.files_read, stats.removed), (1, 0));
     assert_eq!(paths(&held), ["a.py", "b.py", "c.py"]);
     let r3 = source_files(&[("d.py", 1), ("a.py", 1)]);
-    let (held, stats) = held
-        .catch_up_from(statics, "m", "r3", &r3, &read, None)
-        .unwrap();
+    let (held, stats) =
+        Store::catch_up_from(Base::Held(&held), statics, "m", "r3", &r3, &read, None).unwrap();
     assert_eq!((stats.files_read, stats.removed), (1, 2));
     assert_eq!(paths(&held), ["a.py", "d.py"]);
     assert_eq!(

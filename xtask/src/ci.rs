@@ -13,8 +13,9 @@ pub(crate) const MCP_SDK_VERSION: &str = "2.3.0";
 /// Installs the peers the tests need under `target/tools`: ripgrep (built by cargo), the
 /// Python MCP SDK (in a virtualenv, from PyPI), the TypeScript MCP SDK (with the machine's npm,
 /// from the lockfile in `crates/repo-search-cli/tests/node`) and the semantic mode's model (with
-/// `repo-search model install`, then its static model built); and from the system's packages,
-/// PostgreSQL for the `pg-index` tests and man-db for the manual pages' test.
+/// `repo-search model install`, then its static model built, both from the tests' own build,
+/// [`crate::test_build`]); and from the system's packages, PostgreSQL for the `pg-index` tests
+/// and man-db for the manual pages' test.
 pub(crate) fn tools() -> Result<(), String> {
     ripgrep()?;
     mcp_sdk()?;
@@ -201,8 +202,9 @@ pub(crate) fn ci(_args: &[String]) -> Result<(), String> {
             "--document-private-items",
         ])
         .env("RUSTDOCFLAGS", "-D warnings"))?;
-    // A short smoke run per fuzz target keeps them building and running.
-    crate::fuzz::fuzz(&["--seconds".to_owned(), "30".to_owned()])?;
+    // A short smoke run per fuzz target keeps them building and running; finding new inputs is
+    // `cargo xtask fuzz`'s longer runs' work (docs/fuzzing.md).
+    crate::fuzz::fuzz(&["--seconds".to_owned(), "15".to_owned()])?;
     eprintln!("xtask ci: all checks passed");
     Ok(())
 }

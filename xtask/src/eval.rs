@@ -340,7 +340,7 @@ pub(crate) fn eval(args: &[String]) -> Result<(), String> {
         }
     }
     if !model.join(semantic_static_file()).is_file() {
-        crate::model::semantic_index_in(&model, &["static"])?;
+        crate::model::semantic_index_in(crate::model::Build::Tests, &model, &["static"])?;
     }
     for (which, name) in [(Corpus::Python, "python"), (Corpus::Kernel, "kernel")] {
         if corpus != Corpus::All && corpus != which {
@@ -356,7 +356,7 @@ pub(crate) fn eval(args: &[String]) -> Result<(), String> {
         let data = data.to_string_lossy().into_owned();
         let mut args: Vec<&str> = vec!["eval", "--data", &data];
         args.extend(rest.iter().map(String::as_str));
-        crate::model::semantic_index_in(&model, &args)?;
+        crate::model::semantic_index_in(crate::model::Build::Release, &model, &args)?;
     }
     Ok(())
 }

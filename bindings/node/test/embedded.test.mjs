@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, writeFileSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
 import { Worker } from "node:worker_threads";
 
@@ -187,6 +187,34 @@ test("semantic through the binding, where the model is", async () => {
       else process.env[k] = v;
     }
   }
+});
+
+test("a watching index refuses a semantic call as building while its store is first built, and builds on", async () => {
+  const files = {
+    "src/net.rs": "/// Opens a TCP socket to the server and retries on failure.\npub fn connect(addr: &str) -> Stream { retry(|| dial(addr)) }\n",
+  };
+  // Enough code that no build of the store fits in the host's deadline of 1 ms.
+  for (let i = 0; i < 300; i++) {
+    files[`src/handlers/h${i}.py`] = `def handle_${i}(request):\n    total = request.count * ${i}\n    return total\n`;
+  }
+  const dir = worktree(files);
+  const query = { query: "open a socket to the server", mode: "semantic", maxResults: 3 };
+  const ops = createIndexedRepositoryOperations(dir, {
+    index: createEmbeddedIndex(dir, { watch: true, deadlineMs: 1 }),
+    allowedModes: ["semantic"],
+  });
+  // The facade's own deadline is the default; the host waits for its store at most 1 ms, then
+  // reports the state `building`, which the facade refuses as stale.
+  await assert.rejects(ops.search(query), (e) => e.code === "ERR_PRISM_INDEX_STALE" && /building/.test(e.message));
+  // The store's manifest is committed at the end of its build, by the host alone.
+  const manifest = path.join(dir, ".git/repo-search/semantic/MANIFEST");
+  const started = Date.now();
+  while (!existsSync(manifest)) {
+    assert.ok(Date.now() - started < 60000, "the host did not go on building the store");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const later = createIndexedRepositoryOperations(dir, { index: createEmbeddedIndex(dir), allowedModes: ["semantic"] });
+  assert.equal((await later.search(query)).hits[0].path, "src/net.rs");
 });
 
 test("from a directory inside the worktree, every mode names files from the worktree's root", async () => {

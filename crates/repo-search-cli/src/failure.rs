@@ -219,6 +219,12 @@ fn host_message(e: &HostError) -> String {
         HostError::ServerGone => "the running `repo-search serve` stopped answering",
         HostError::ServeUnavailable => "the server could not lock or listen in the index directory",
         HostError::ServerRunning => "another `repo-search serve` already serves this index",
+        // A long-lived host refuses a call as `STALE` while its first build of the semantic
+        // store outlasts the call's deadline.
+        HostError::RefreshFailed(ErrorCode::Stale) => {
+            "the running `repo-search serve` is still bringing its index up to date (a first \
+             build of the semantic store takes minutes on a large tree)"
+        }
         // A refresh's failure, or a variant a newer host adds: by its code.
         e => refresh_message(e.code()),
     };
@@ -275,6 +281,9 @@ fn host_hint(e: &HostError) -> &'static str {
              other modes are served meanwhile"
         }
         HostError::ServerGone => "retry, or pass --no-server",
+        HostError::RefreshFailed(ErrorCode::Stale) => {
+            "ask again shortly: the server goes on building, and answers once it is done"
+        }
         HostError::DiskFull => {
             "free space on that device, or pass --index-dir a directory on another one; the \
              index is as it was before, not damaged"
@@ -403,6 +412,7 @@ mod tests {
             HostError::IndexFailed,
             HostError::Busy,
             HostError::RefreshFailed(ErrorCode::Limit),
+            HostError::RefreshFailed(ErrorCode::Stale),
             HostError::DiskFull,
             HostError::RerankModelMissing,
             HostError::ModelDamaged(ModelDamage {

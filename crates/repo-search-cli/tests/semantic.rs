@@ -265,6 +265,54 @@ fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
     );
 }
 
+/// A long-lived server does not hold a `semantic` call past its deadline while the store is first
+/// built: the call is refused as an index that is `building` (`STALE`, which says to retry), and
+/// the build goes on in the server after it. An agent's MCP client gives up on a call long before
+/// a large tree's first build ends (the TypeScript SDK after 60 s).
+#[test]
+fn a_long_lived_server_refuses_a_call_past_its_deadline_while_the_store_is_built_and_builds_on() {
+    let dir = functions();
+    // Enough code that no build of the store fits in the deadline of 1 ms.
+    for i in 0..300 {
+        write(
+            dir.path(),
+            &format!("src/handlers/h{i}.py"),
+            &format!(
+                "def handle_{i}(request):\n    total = request.count * {i}\n    return total\n"
+            ),
+        );
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let mut server = McpServer::spawn_command(
+        command(None, cache.path())
+            .args(["mcp", "--deadline-ms", "1", "--root"])
+            .arg(dir.path()),
+    )
+    .handshake();
+    let query = "open a network connection";
+    let refused = server.call(json!({ "query": query, "mode": "semantic" }));
+    let error = support::tool_error(&refused);
+    assert_eq!(error["code"], "ERR_PRISM_INDEX_STALE", "{refused}");
+    assert!(
+        error["message"].as_str().unwrap().contains("building"),
+        "{refused}"
+    );
+    // The store's manifest is committed at the end of its build, by the server alone.
+    let manifest = dir.path().join(".git/repo-search/semantic/MANIFEST");
+    let waited = std::time::Instant::now();
+    while !manifest.is_file() {
+        assert!(
+            waited.elapsed() < support::LIMIT,
+            "the server did not go on building the store"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(server);
+    let (code, result, stderr) = semantic_search(dir.path(), None, query);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["hits"][0]["path"], "src/net.py", "{result}");
+}
+
 /// `--rerank` without MiniLM in the model directory is refused, with the command that installs
 /// it.
 #[test]

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use index_contract::{
-    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexStatus,
+    BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexError, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
 };
 
-use crate::Host;
+use crate::{Host, HostError};
 
 /// A host's index, refreshed as [`Host::answer`] refreshes it: `status` first brings the index up
 /// to date with the worktree (the facade asks for it before every query), and a `semantic`
@@ -56,10 +56,22 @@ impl RepositoryIndexBackend for FreshBackend {
             // The trigram index was refreshed by the `status` call before this one; the semantic
             // store is caught up only when a query reads it.
             if request.mode == SearchMode::Semantic {
-                self.host
-                    .refresh(SearchMode::Semantic)
-                    .await
-                    .map_err(boxed)?;
+                match self.host.refresh(SearchMode::Semantic).await {
+                    Ok(_) => {}
+                    // A long-lived host whose store is still being built says so as the contract
+                    // has a backend say it, by its state, so that the facade refuses the call as
+                    // `STALE` (`building`) rather than as a failed backend.
+                    Err(HostError::Tool(IndexError::NotReady { state })) => {
+                        return Ok(BackendSearchResponse {
+                            status: IndexStatus::new(state),
+                            hits: Vec::new(),
+                            complete: true,
+                            skipped: None,
+                            full_scan: false,
+                        });
+                    }
+                    Err(e) => return Err(boxed(e)),
+                }
             }
             self.inner.search(request).await
         })

@@ -22,6 +22,7 @@ use semantic_index::{CompositeBackend, KeptVectors, RerankPolicy, SemanticEngine
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::catch_up::CatchUpWorker;
 use crate::locate::{index_location, worktree_root};
 use crate::progress::Progress;
 use crate::served::ServedBackend;
@@ -41,7 +42,9 @@ pub struct HostConfig {
     /// Which index answers the index modes.
     pub index: IndexChoice,
     /// A long-lived host (an MCP server, `serve`, a binding): keeps the index fresh from
-    /// file-system events, and MiniLM's vectors in the background.
+    /// file-system events, and MiniLM's vectors in the background; catches the semantic store up
+    /// on a thread of its own, and refuses a `semantic` call as `building` when the catch-up
+    /// outlasts the deadline (a first build on a large tree), while the catch-up goes on.
     pub watch: bool,
     /// Serve `semantic` too, when the model directory holds a static model that loads (on the
     /// embedded index only).
@@ -242,6 +245,9 @@ struct Embedded {
     /// `Some` on a watching host that keeps the re-rank's vectors in the background: told after
     /// each refresh that changed the semantic store.
     rerank_vectors: Option<SyncSender<()>>,
+    /// `Some` on a long-lived host that serves `semantic`: its catch-ups run on a thread of their
+    /// own, and a call waits for one at most the host's deadline (`crate::catch_up`).
+    catch_up: Option<Arc<CatchUpWorker>>,
 }
 
 /// How long a watching host waits for its cookie before it walks instead.
@@ -367,6 +373,10 @@ impl Host {
             .clone()
             .filter(|_| config.watch && policy != RerankPolicy::Never)
             .map(|engine| keep_rerank_vectors_in_background(engine, index.clone()));
+        let catch_up = semantic
+            .clone()
+            .filter(|_| config.watch)
+            .map(|engine| CatchUpWorker::new(engine, index.clone()));
         let semantic_setup = semantic
             .as_ref()
             .and(config.semantic.as_ref())
@@ -388,6 +398,7 @@ impl Host {
                 semantic_damage,
                 semantic_missing,
                 rerank_vectors,
+                catch_up,
             })),
         })
     }
@@ -644,21 +655,36 @@ impl Embedded {
             .clone()
             .filter(|_| mode == SearchMode::Semantic);
         let rerank_vectors = self.rerank_vectors.clone();
+        let worker = self.catch_up.clone();
         let deadline = Instant::now() + budget;
         let report = tokio::task::spawn_blocking(move || {
-            let _one_at_a_time = refreshing.lock().unwrap_or_else(|p| p.into_inner());
+            let lock = || refreshing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut one_at_a_time = Some(lock());
             let report = refresh_index(&index, &root, &head, watcher.clone(), deadline)?;
             // One refresh covers both: the store catches up to what the index committed, even
-            // when the index found nothing changed (the store may lag after a crash). A first
-            // build of the store is not held to the query deadline.
+            // when the index found nothing changed (the store may lag after a crash). A one-shot
+            // host waits for a first build of the store however long it takes; a long-lived one
+            // waits a deadline of its own and then refuses the call, while the build goes on.
             if let Some(engine) = semantic {
-                let stats = engine.catch_up(&index, None)?;
+                // The catch-up reads only what the index committed, so a long-lived host waits
+                // for it without the refresh lock: the other modes' refreshes go on meanwhile.
+                if worker.is_some() {
+                    one_at_a_time = None;
+                }
+                let catch_up = || match &worker {
+                    Some(worker) => worker.catch_up_until(Instant::now() + budget),
+                    None => Ok(engine.catch_up(&index, None)?),
+                };
+                let stats = catch_up()?;
                 if stats != semantic_index::CatchUp::default() {
                     // A long catch-up (a first build takes minutes) outlives the freshness window
                     // the index's refresh opened: look at the worktree again, and catch up again.
                     let deadline = Instant::now() + budget;
-                    refresh_index(&index, &root, &head, watcher, deadline)?;
-                    engine.catch_up(&index, None)?;
+                    {
+                        let _again = one_at_a_time.is_none().then(lock);
+                        refresh_index(&index, &root, &head, watcher, deadline)?;
+                    }
+                    catch_up()?;
                     if let Some(changed) = rerank_vectors {
                         // Full: a pass is already due, and will read this store.
                         let _ = changed.try_send(());

@@ -37,6 +37,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod catch_up;
 mod error;
 mod fresh;
 mod git;

@@ -659,7 +659,27 @@ impl Searcher<'_> {
         {
             self.host = Some(host);
         }
-        let answered = self.answer_here(args).await;
+        let mut asked = std::time::Instant::now();
+        let mut answered = self.answer_here(args).await;
+        // A server whose first build of the semantic store outlasts a call's deadline refuses
+        // the call as `building`, and goes on building. A search waits for that build, as it
+        // waits for its own when no server runs: it asks again until the server answers.
+        while semantic
+            && matches!(
+                answered,
+                Err(Failure::Host(repo_search_host::HostError::RefreshFailed(
+                    index_contract::ErrorCode::Stale
+                )))
+            )
+        {
+            // A server that refuses at once (a deadline of a few milliseconds) is not asked in a
+            // tight loop.
+            if let Some(pause) = Duration::from_secs(1).checked_sub(asked.elapsed()) {
+                tokio::time::sleep(pause).await;
+            }
+            asked = std::time::Instant::now();
+            answered = self.answer_here(args).await;
+        }
         if self.host.as_ref().is_some_and(Host::server_gone) {
             // The server stopped answering mid-way: this page is answered here, and so are the
             // next ones.

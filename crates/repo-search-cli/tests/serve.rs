@@ -689,6 +689,42 @@ fn semantic_through_a_running_server_equals_the_one_shot_answer() {
     assert_eq!(server.stop(), 2, "both went through the server");
 }
 
+/// A server whose first build of the semantic store outlasts its deadline refuses each call as
+/// `building` and goes on building. A search through it waits for the build, as a search with no
+/// server waits for its own, and answers what the one-shot answers.
+#[test]
+fn a_search_through_a_server_still_building_its_store_waits_for_the_build() {
+    let dir = sample();
+    let root = dir.path();
+    // Enough code that the store's build outlasts the server's deadline of 100 ms many times.
+    for i in 0..2000 {
+        write(
+            root,
+            &format!("src/handlers/h{i}.py"),
+            &format!(
+                "def handle_{i}(request):\n    total = request.count * {i}\n    return total\n"
+            ),
+        );
+    }
+    let server = Server::start_with(root, &["--deadline-ms".as_ref(), "100".as_ref()]);
+    let args = ["a friendly greeting", "--mode", "semantic", "--json"];
+    let served = search(root, &args);
+    assert!(
+        served.status.success(),
+        "{}",
+        String::from_utf8_lossy(&served.stderr)
+    );
+    assert_eq!(
+        server.stop(),
+        1,
+        "the search was not answered by the server"
+    );
+    // The same hits as a search without the server, which finds the store built.
+    let alone = search(root, &[&args[..], &["--no-server"]].concat());
+    let hits = |out: &Output| serde_json::from_slice::<Value>(&out.stdout).unwrap()["hits"].clone();
+    assert_eq!(hits(&served), hits(&alone));
+}
+
 /// The log a server that a `search` started writes to.
 fn serve_log(root: &Path) -> PathBuf {
     root.join(".git/repo-search/serve.log")

@@ -9,6 +9,7 @@
 //! thread instead: its process would end with the call, and the catch-up with it.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -19,10 +20,13 @@ use semantic_index::{CatchUp, SemanticEngine};
 use crate::HostError;
 
 /// The thread that catches a host's store up, started when a call asks and none runs, and gone
-/// when no call waits for another catch-up.
+/// once no call has asked since its last catch-up began.
 pub(crate) struct CatchUpWorker {
     engine: Arc<SemanticEngine>,
     index: Arc<EmbeddedIndex>,
+    /// The thread that keeps MiniLM's vectors of the store's chunks, when the host runs one: told
+    /// after each catch-up that changed the store, whether or not a call still waited for it.
+    rerank_vectors: Option<SyncSender<()>>,
     state: Mutex<State>,
     finished: Condvar,
 }
@@ -42,10 +46,15 @@ struct State {
 
 impl CatchUpWorker {
     /// A worker for `engine`'s store beside `index`; no thread runs until a call asks.
-    pub(crate) fn new(engine: Arc<SemanticEngine>, index: Arc<EmbeddedIndex>) -> Arc<Self> {
+    pub(crate) fn new(
+        engine: Arc<SemanticEngine>,
+        index: Arc<EmbeddedIndex>,
+        rerank_vectors: Option<SyncSender<()>>,
+    ) -> Arc<Self> {
         Arc::new(CatchUpWorker {
             engine,
             index,
+            rerank_vectors,
             state: Mutex::default(),
             finished: Condvar::new(),
         })
@@ -104,6 +113,12 @@ impl CatchUpWorker {
                 self.engine.catch_up(&self.index, None)
             }))
             .map_or(Err(HostError::IndexFailed), |r| r.map_err(HostError::from));
+            if let (Ok(stats), Some(changed)) = (&result, &self.rerank_vectors)
+                && *stats != CatchUp::default()
+            {
+                // Full: a pass is already due, and will read this store.
+                let _ = changed.try_send(());
+            }
             let mut state = self.lock();
             state.answered = ticket;
             state.last = Some(result);

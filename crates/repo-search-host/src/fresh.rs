@@ -56,7 +56,18 @@ impl RepositoryIndexBackend for FreshBackend {
             // The trigram index was refreshed by the `status` call before this one; the semantic
             // store is caught up only when a query reads it.
             if request.mode == SearchMode::Semantic {
-                match self.host.refresh(SearchMode::Semantic).await {
+                // The facade's clock started before `status` refreshed the trigram index, and
+                // runs out at the request's deadline: a long-lived host stops waiting for its
+                // store at four fifths of it, so that the facade hears `building` before its own
+                // timer fires (unless that refresh took the last fifth).
+                let deadline = request
+                    .deadline
+                    .map_or(self.host.deadline(), |d| d.min(self.host.deadline()));
+                match self
+                    .host
+                    .refresh_within(SearchMode::Semantic, deadline * 4 / 5)
+                    .await
+                {
                     Ok(_) => {}
                     // A long-lived host whose store is still being built says so as the contract
                     // has a backend say it, by its state, so that the facade refuses the call as

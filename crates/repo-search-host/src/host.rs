@@ -242,13 +242,20 @@ struct Embedded {
     /// Why `semantic` is not served although its model directory holds a static model: the name
     /// of a file that model needs and the directory lacks.
     semantic_missing: Option<String>,
-    /// `Some` on a watching host that keeps the re-rank's vectors in the background: told after
-    /// each refresh that changed the semantic store.
-    rerank_vectors: Option<SyncSender<()>>,
     /// `Some` on a long-lived host that serves `semantic`: its catch-ups run on a thread of their
-    /// own, and a call waits for one at most the host's deadline (`crate::catch_up`).
+    /// own, and a call waits for one at most its deadline (`crate::catch_up`). The worker tells
+    /// the thread that keeps the re-rank's vectors, when there is one, after each catch-up that
+    /// changed the store.
     catch_up: Option<Arc<CatchUpWorker>>,
 }
+
+/// A `semantic` call whose catch-up took longer than this looks at the worktree again before it
+/// answers: the index's status it would answer with is that much older.
+const RELOOK_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a long-lived host waits for the catch-up after that second look when the first one
+/// used up the call's deadline: it reads only what changed meanwhile.
+const RELOOK_GRACE: Duration = Duration::from_secs(2);
 
 /// How long a watching host waits for its cookie before it walks instead.
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -376,7 +383,7 @@ impl Host {
         let catch_up = semantic
             .clone()
             .filter(|_| config.watch)
-            .map(|engine| CatchUpWorker::new(engine, index.clone()));
+            .map(|engine| CatchUpWorker::new(engine, index.clone(), rerank_vectors));
         let semantic_setup = semantic
             .as_ref()
             .and(config.semantic.as_ref())
@@ -397,7 +404,6 @@ impl Host {
                 semantic_setup,
                 semantic_damage,
                 semantic_missing,
-                rerank_vectors,
                 catch_up,
             })),
         })
@@ -549,9 +555,18 @@ impl Host {
     /// at most the host's deadline. The semantic store is caught up too when `mode` reads it: a
     /// trigram query never waits for (or fails with) the store.
     pub async fn refresh(&self, mode: SearchMode) -> Result<Refreshed, HostError> {
+        self.refresh_within(mode, self.deadline).await
+    }
+
+    /// [`Host::refresh`] within `budget` instead of the host's deadline.
+    pub(crate) async fn refresh_within(
+        &self,
+        mode: SearchMode,
+        budget: Duration,
+    ) -> Result<Refreshed, HostError> {
         match &self.index {
             Index::LiteralOnly => Err(HostError::IndexDirUnusable),
-            Index::Shared(shared) => shared.refresh(self.deadline).await,
+            Index::Shared(shared) => shared.refresh(budget).await,
             Index::Served(served) => served
                 .refresh(mode)
                 .await
@@ -562,7 +577,7 @@ impl Host {
                     removals: 0,
                     revision: String::new(),
                 }),
-            Index::Embedded(e) => e.refresh(&self.root, mode, self.deadline).await,
+            Index::Embedded(e) => e.refresh(&self.root, mode, budget).await,
         }
     }
 
@@ -654,7 +669,6 @@ impl Embedded {
             .semantic
             .clone()
             .filter(|_| mode == SearchMode::Semantic);
-        let rerank_vectors = self.rerank_vectors.clone();
         let worker = self.catch_up.clone();
         let deadline = Instant::now() + budget;
         let report = tokio::task::spawn_blocking(move || {
@@ -671,24 +685,22 @@ impl Embedded {
                 if worker.is_some() {
                     one_at_a_time = None;
                 }
-                let catch_up = || match &worker {
-                    Some(worker) => worker.catch_up_until(Instant::now() + budget),
+                let catch_up = |until: Instant| match &worker {
+                    Some(worker) => worker.catch_up_until(until),
                     None => Ok(engine.catch_up(&index, None)?),
                 };
-                let stats = catch_up()?;
-                if stats != semantic_index::CatchUp::default() {
-                    // A long catch-up (a first build takes minutes) outlives the freshness window
-                    // the index's refresh opened: look at the worktree again, and catch up again.
-                    let deadline = Instant::now() + budget;
+                let looked = Instant::now();
+                let stats = catch_up(deadline)?;
+                if stats != semantic_index::CatchUp::default() || looked.elapsed() > RELOOK_AFTER {
+                    // A long catch-up (a first build takes minutes), or a long wait for another
+                    // call's, outlives the freshness window the index's refresh opened: look at
+                    // the worktree again, and catch up again. That catch-up reads only what
+                    // changed meanwhile, so it gets a moment past a deadline the first one used up.
                     {
                         let _again = one_at_a_time.is_none().then(lock);
-                        refresh_index(&index, &root, &head, watcher, deadline)?;
+                        refresh_index(&index, &root, &head, watcher, Instant::now() + budget)?;
                     }
-                    catch_up()?;
-                    if let Some(changed) = rerank_vectors {
-                        // Full: a pass is already due, and will read this store.
-                        let _ = changed.try_send(());
-                    }
+                    catch_up(deadline.max(Instant::now() + RELOOK_GRACE))?;
                 }
             }
             Ok::<_, HostError>(report)

@@ -244,8 +244,21 @@ fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
         scored_hits(&result["structuredContent"])
     };
     let first = ask();
+    wait_for_kept_vectors(dir.path());
+    let later = ask();
+    drop(server);
+    let (_, reranked, _) = semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
+    assert_eq!(later, scored_hits(&reranked));
+    assert_ne!(
+        first, later,
+        "the server did not re-rank once the vectors were kept"
+    );
+}
+
+/// Waits until the vectors log of [`functions`]' store holds every chunk's vector.
+fn wait_for_kept_vectors(root: &Path) {
     // Four chunks: a header, then four records of a marker, a hash, 384 half floats and a CRC.
-    let log = dir.path().join(".git/repo-search/semantic-rerank.vectors");
+    let log = root.join(".git/repo-search/semantic-rerank.vectors");
     let full = 40 + 4 * (4 + 16 + 2 * 384 + 4);
     let waited = std::time::Instant::now();
     while std::fs::metadata(&log).map_or(0, |m| m.len()) < full {
@@ -255,14 +268,29 @@ fn a_long_lived_server_keeps_rerank_vectors_in_the_background() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let later = ask();
-    drop(server);
-    let (_, reranked, _) = semantic_search_with(dir.path(), Some(&model), query, &["--rerank"]);
-    assert_eq!(later, scored_hits(&reranked));
-    assert_ne!(
-        first, later,
-        "the server did not re-rank once the vectors were kept"
+}
+
+/// A long-lived `mcp --rerank=kept` whose first `semantic` call is refused while the store is
+/// built still keeps the vectors of that build, with no call after it: the catch-up that outlasted
+/// its call wakes the thread that keeps them.
+#[test]
+fn a_build_that_outlasts_its_call_still_gets_its_rerank_vectors_kept() {
+    let dir = functions();
+    let model = model_dir();
+    let cache = tempfile::tempdir().unwrap();
+    let mut server = McpServer::spawn_command(
+        command(Some(&model), cache.path())
+            .args(["mcp", "--rerank=kept", "--deadline-ms", "1", "--root"])
+            .arg(dir.path()),
+    )
+    .handshake();
+    let refused = server.call(json!({ "query": "open a network connection", "mode": "semantic" }));
+    assert_eq!(
+        support::tool_error(&refused)["code"],
+        "ERR_PRISM_INDEX_STALE",
+        "{refused}"
     );
+    wait_for_kept_vectors(dir.path());
 }
 
 /// A long-lived server does not hold a `semantic` call past its deadline while the store is first

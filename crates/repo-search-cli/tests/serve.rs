@@ -696,19 +696,9 @@ fn semantic_through_a_running_server_equals_the_one_shot_answer() {
 fn a_search_through_a_server_still_building_its_store_waits_for_the_build() {
     let dir = sample();
     let root = dir.path();
-    // Enough code that the store's build outlasts the server's deadline of 300 ms several
-    // times, which still leaves a loaded machine ample time for each refresh and search.
-    for i in 0..1000 {
-        let text: String = (0..40)
-            .map(|f| {
-                format!(
-                    "def handle_{i}_{f}(request, limit):\n    total = request.count * {f} + limit\n    \
-                     if total > {i}:\n        return request.reply(total)\n    return None\n\n"
-                )
-            })
-            .collect();
-        write(root, &format!("src/handlers/h{i}.py"), &text);
-    }
+    // A build that outlasts the server's deadline of 300 ms several times, which still leaves a
+    // loaded machine ample time for each refresh and search.
+    support::write_handlers(root, 1000);
     let server = Server::start_with(root, &["--deadline-ms".as_ref(), "300".as_ref()]);
     let args = ["a friendly greeting", "--mode", "semantic", "--json"];
     let served = search(root, &args);

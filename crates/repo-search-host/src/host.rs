@@ -692,10 +692,11 @@ impl Embedded {
                 let looked = Instant::now();
                 let stats = catch_up(deadline)?;
                 if stats != semantic_index::CatchUp::default() || looked.elapsed() > RELOOK_AFTER {
-                    // A long catch-up (a first build takes minutes), or a long wait for another
-                    // call's, outlives the freshness window the index's refresh opened: look at
-                    // the worktree again, and catch up again. That catch-up reads only what
-                    // changed meanwhile, so it gets a moment past a deadline the first one used up.
+                    // A catch-up that changed the store may have been long (a first build takes
+                    // minutes), as may a wait for another call's, and either can outlive the
+                    // freshness window the index's refresh opened: look at the worktree again,
+                    // and catch up again. That catch-up reads only what changed meanwhile, so it
+                    // gets a moment past a deadline the first one used up.
                     {
                         let _again = one_at_a_time.is_none().then(lock);
                         refresh_index(&index, &root, &head, watcher, Instant::now() + budget)?;

@@ -45,6 +45,23 @@ pub fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// Writes `files` Python files of 40 small functions each under `src/handlers`: a tree whose
+/// semantic store takes seconds to build (about a second per 200 files here), far longer than a
+/// test's short deadline, and whose files a query about greetings or connections never ranks first.
+pub fn write_handlers(root: &Path, files: usize) {
+    for i in 0..files {
+        let text: String = (0..40)
+            .map(|f| {
+                format!(
+                    "def handle_{i}_{f}(request, limit):\n    total = request.count * {f} + limit\n    \
+                     if total > {i}:\n        return request.reply(total)\n    return None\n\n"
+                )
+            })
+            .collect();
+        write(root, &format!("src/handlers/h{i}.py"), &text);
+    }
+}
+
 /// Runs the binary, killing it if it outlives `limit`: a hang is a failure, never a wait.
 pub fn run_bounded(root: &Path, args: &[&str], limit: Duration) -> Output {
     let mut cmd = Command::new(BIN);

@@ -102,7 +102,16 @@ impl EmbeddedIndex {
         // `None` for a file that is gone, or is no longer a regular file reached without a
         // symlink, since the walk saw it: it is not selected any more, so it is not indexed (its
         // old copy, if any, is removed by the caller's deletion mark).
-        let docs = parallel::map(paths, threads, trigram::Extractor::new, |_, &path, ex| {
+        // Each worker keeps the directory it opened last: a build reads a directory's files one
+        // after another, so the kernel resolves one name a file instead of its whole path, and
+        // the cost of an open does not grow with the tree's depth.
+        let state = || {
+            (
+                trigram::Extractor::new(),
+                search_profile::LastDir::default(),
+            )
+        };
+        let docs = parallel::map(paths, threads, state, |_, &path, (ex, last)| {
             let mut meta = DocMeta {
                 prior: Prior::of(path).step(),
                 flags: 0,
@@ -112,7 +121,7 @@ impl EmbeddedIndex {
                 meta.flags |= flags::REFUSED_NAME;
             }
             let opened_at = SystemTime::now();
-            let file = match worktree.open_file(path) {
+            let file = match worktree.open_walked_file_in(last, path) {
                 Ok(f) => Some(f),
                 Err(
                     search_profile::OpenError::Missing
@@ -121,10 +130,17 @@ impl EmbeddedIndex {
                 ) => return None,
                 Err(_) => None,
             };
-            let read = file.and_then(|file| {
+            // One `fstat` is both the type check of `RootDir::open_file` (the open itself follows
+            // no symlink and never blocks) and the stamp, taken before the read.
+            let opened = match file.map(|f| f.metadata().map(|m| (f, m))) {
+                Some(Ok((_, m))) if !m.is_file() => return None,
+                Some(Ok(opened)) => Some(opened),
+                Some(Err(_)) | None => None,
+            };
+            let read = opened.and_then(|(file, m)| {
                 let now = SystemTime::now();
-                let stamp = file.metadata().ok().map(|m| Stamp::of(&m))?;
-                let trigrams = ex.extract_reader(&file).ok()?;
+                let stamp = Stamp::of(&m);
+                let trigrams = ex.extract_file(&file, m.len()).ok()?;
                 Some((stamp, now, trigrams))
             });
             let trigrams = match read {

@@ -70,7 +70,7 @@ pub use matcher::{LineMatch, QueryMatcher, matcher, query_matcher, request_match
 pub use name::{count_unserved, is_non_utf8_name, name_bytes, name_path, walk_name};
 pub use open::{
     CHUNK_BYTES, EntryStat, LastDir, OpenError, Prefetch, RootDir, open_or_create_appending,
-    open_or_create_regular, open_regular, read_bounded, read_in_chunks, read_regular,
+    open_or_create_regular, open_regular, read_bounded, read_full, read_in_chunks, read_regular,
 };
 pub use order::PathKey;
 pub use pattern::{check_file_filter, check_patterns};

@@ -488,6 +488,21 @@ pub fn read_in_chunks(file: &File, len: u64, mut each: impl FnMut(&[u8])) -> io:
     Ok(())
 }
 
+/// Reads into `buf` until it is full or `reader` ends, and returns how many bytes it read: a
+/// short count means the end, not a short `read`. An interrupted read is tried again.
+pub fn read_full(reader: &mut impl io::Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// The buffer [`read_in_chunks`] reads through.
 pub const CHUNK_BYTES: usize = 1 << 20;
 

@@ -63,7 +63,7 @@ pub(crate) fn search(
         }
         let old = buf.len();
         buf.resize(old + CHUNK, 0);
-        let n = read_full(file, &mut buf[old..])?;
+        let n = crate::open::read_full(file, &mut buf[old..])?;
         buf.truncate(old + n);
         let eof = n == 0;
         // Search matches that start before `limit`: with the overlap and a snippet window kept
@@ -144,17 +144,4 @@ pub(crate) fn search(
         binary,
         stopped: false,
     })
-}
-
-fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }

@@ -232,14 +232,48 @@ pub(crate) fn encode_lists<'a, 'b>(
     (out, crc)
 }
 
+/// How a merge ([`write_concatenated`]) spreads its lists over threads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MergeConfig {
+    /// Threads that decode, renumber and encode lists at once.
+    pub(crate) threads: usize,
+    /// About how many bytes of encoded lists one thread produces at a time: the merge holds
+    /// `threads` × [`MERGE_ROUND`] of them, and each thread the largest list it meets.
+    pub(crate) block_bytes: usize,
+}
+
+/// Blocks a thread takes in one round of a merge, so that a thread that meets a slow block waits
+/// for the others less often.
+const MERGE_ROUND: usize = 4;
+
+impl MergeConfig {
+    /// Blocks of 256 KiB on `threads` threads.
+    pub(crate) fn on(threads: usize) -> MergeConfig {
+        MergeConfig {
+            threads: threads.max(1),
+            block_bytes: 256 << 10,
+        }
+    }
+}
+
+/// A run of the merged dictionary whose lists one thread writes: where it starts in the
+/// dictionary, and where each part's dictionary stood at that trigram.
+struct MergeBlock {
+    first: usize,
+    end: usize,
+    cursors: Vec<usize>,
+}
+
 /// Writes the segments `parts` as one, their docs in order: each part's docs must come after the
 /// previous part's in path order, and none may be deleted. Streams to `out`, holding the merged
-/// dictionary and one list at a time, so a merge of any size has a small, bounded heap. Returns
-/// the crc32 and the doc count, or `InvalidInput` when the result would not fit a segment's u32
-/// offsets (the caller merges fewer parts).
+/// dictionary and a few blocks of lists, so a merge of any size has a small, bounded heap. The
+/// lists are decoded, renumbered and encoded on `config.threads` threads, a block of the
+/// dictionary each, and written in order. Returns the crc32 and the doc count, or `InvalidInput`
+/// when the result would not fit a segment's u32 offsets (the caller merges fewer parts).
 pub(crate) fn write_concatenated(
     parts: &[&Segment],
     out: &mut dyn Write,
+    config: MergeConfig,
 ) -> io::Result<(u32, u32)> {
     let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "merged segment too large");
     let n_docs: u64 = parts.iter().map(|p| u64::from(p.n_docs)).sum();
@@ -253,7 +287,20 @@ pub(crate) fn write_concatenated(
     let mut dict: Vec<(u32, u32, u32)> = Vec::new();
     let mut cursors = vec![0usize; parts.len()];
     let mut postings_len = 0u64;
+    let mut blocks: Vec<MergeBlock> = Vec::new();
+    let mut block_bytes = 0usize;
     loop {
+        if blocks.is_empty() || block_bytes >= config.block_bytes {
+            if let Some(last) = blocks.last_mut() {
+                last.end = dict.len();
+            }
+            blocks.push(MergeBlock {
+                first: dict.len(),
+                end: dict.len(),
+                cursors: cursors.clone(),
+            });
+            block_bytes = 0;
+        }
         let next = parts
             .iter()
             .zip(&cursors)
@@ -271,7 +318,12 @@ pub(crate) fn write_concatenated(
         }
         let offset = u32::try_from(postings_len).map_err(|_| too_large())?;
         dict.push((t, offset, count));
-        postings_len += Shape::of(count, n_docs).bytes() as u64;
+        let bytes = Shape::of(count, n_docs).bytes();
+        postings_len += bytes as u64;
+        block_bytes = block_bytes.saturating_add(bytes);
+    }
+    if let Some(last) = blocks.last_mut() {
+        last.end = dict.len();
     }
     let paths_off = HEADER as u64;
     let dict_off =
@@ -314,26 +366,43 @@ pub(crate) fn write_concatenated(
         put(&offset.to_le_bytes())?;
         put(&count.to_le_bytes())?;
     }
-    let mut cursors = vec![0usize; parts.len()];
-    let (mut list, mut bytes) = (Vec::new(), Vec::new());
-    for &(t, _, count) in &dict {
-        list.clear();
-        let mut first_doc = 0u32;
-        for (p, c) in parts.iter().zip(&mut cursors) {
-            if *c < p.n_trigrams as usize && p.dict_entry(*c).0 == t {
-                list.extend(p.postings_at(*c).into_iter().map(|d| d + first_doc));
-                *c += 1;
+    // Each round hands every thread a few blocks; their bytes are written in dictionary order.
+    let write_block = |block: &MergeBlock, state: &mut (Vec<u32>, Vec<u8>)| {
+        let (list, bytes) = state;
+        let mut encoded = Vec::new();
+        let mut cursors = block.cursors.clone();
+        for &(t, _, count) in &dict[block.first..block.end] {
+            list.clear();
+            let mut first_doc = 0u32;
+            for (p, c) in parts.iter().zip(&mut cursors) {
+                if *c < p.n_trigrams as usize && p.dict_entry(*c).0 == t {
+                    list.extend(p.postings_at(*c).into_iter().map(|d| d + first_doc));
+                    *c += 1;
+                }
+                first_doc += p.n_docs;
             }
-            first_doc += p.n_docs;
+            // A list that decoded as every doc of its part (damage the crc missed) disagrees
+            // with the count written above: the caller keeps the parts, which serve it soundly.
+            if list.len() != count as usize {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "a damaged list"));
+            }
+            bytes.clear();
+            crate::postings::encode(list, n_docs, bytes);
+            encoded.extend_from_slice(bytes);
         }
-        // A list that decoded as every doc of its part (damage the crc missed) disagrees with
-        // the count written above: the caller keeps the parts, which serve it soundly.
-        if list.len() != count as usize {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "a damaged list"));
+        Ok(encoded)
+    };
+    for round in blocks.chunks(config.threads * MERGE_ROUND) {
+        let encoded = crate::parallel::map(
+            round,
+            config.threads,
+            || (Vec::new(), Vec::new()),
+            |_, block, state| write_block(block, state),
+        )
+        .map_err(|_| io::Error::other("a merge thread panicked"))?;
+        for block in encoded {
+            put(&block?)?;
         }
-        bytes.clear();
-        crate::postings::encode(&list, n_docs, &mut bytes);
-        put(&bytes)?;
     }
     let crc = hasher.finalize();
     out.write_all(&crc.to_le_bytes())?;
@@ -629,7 +698,10 @@ impl Segment {
 
 #[cfg(test)]
 mod tests {
-    use super::{DocMeta, DocTrigrams, Encoder, HEADER, META, Segment, SegmentError, Stamp, flags};
+    use super::{
+        DocMeta, DocTrigrams, Encoder, HEADER, META, MergeConfig, Segment, SegmentError, Stamp,
+        flags,
+    };
     use index_storage::IndexDir;
 
     /// Trigrams of a few distinct shapes: the smallest, the largest of the 2^24 space, and some
@@ -881,16 +953,28 @@ mod tests {
             opened.push(Segment::open(&root, &format!("part{i}"), crc).unwrap());
         }
         let refs: Vec<&Segment> = opened.iter().collect();
-        let mut streamed = Vec::new();
-        let (crc, n_docs) = super::write_concatenated(&refs, &mut streamed).unwrap();
         let all: Vec<DocTrigrams> = parts.into_iter().flatten().collect();
         let (whole, whole_crc) = encode(&all);
-        assert_eq!(n_docs as usize, all.len());
-        assert_eq!((crc, streamed.len()), (whole_crc, whole.len()));
-        assert!(
-            streamed == whole,
-            "the streamed segment differs from the whole encoding"
-        );
+        // One thread and one block, and lists spread over threads in blocks of one list or a
+        // few: the blocks are written in dictionary order whoever encoded them.
+        for (threads, block_bytes) in [(1, 256 << 10), (2, 1), (3, 1), (2, 40), (4, 300)] {
+            let config = MergeConfig {
+                threads,
+                block_bytes,
+            };
+            let mut streamed = Vec::new();
+            let (crc, n_docs) = super::write_concatenated(&refs, &mut streamed, config).unwrap();
+            assert_eq!(n_docs as usize, all.len());
+            assert_eq!(
+                (crc, streamed.len()),
+                (whole_crc, whole.len()),
+                "{config:?}"
+            );
+            assert!(
+                streamed == whole,
+                "the streamed segment differs from the whole encoding: {config:?}"
+            );
+        }
     }
 
     #[test]

@@ -375,6 +375,7 @@ impl EmbeddedIndex {
             run_bytes += bytes;
         }
         let suffix = unique_name_part();
+        let merge = crate::segment::MergeConfig::on(crate::threads(&self.config));
         let mut out = Vec::with_capacity(runs.len());
         for (n, run) in runs.into_iter().enumerate() {
             if run.len() == 1 {
@@ -386,7 +387,7 @@ impl EmbeddedIndex {
             let file = format!("seg-{generation}-{suffix}-m{n}.idx");
             let mut written = None;
             let merged = dir.write_durably_with(&file, |w| {
-                written = Some(crate::segment::write_concatenated(&parts, w)?);
+                written = Some(crate::segment::write_concatenated(&parts, w, merge)?);
                 Ok(())
             });
             match (merged, written) {

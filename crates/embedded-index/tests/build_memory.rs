@@ -57,6 +57,6 @@ fn build_peak_heap_is_flat_when_the_corpus_doubles() {
         two >> 10
     );
     // Twice the files, twice the batches, the same peak (within noise): what a batch holds
-    // bounds it, plus the encoder's fixed table; the merge holds one list at a time.
+    // bounds it, plus the encoder's fixed table; the merge holds a round of blocks of lists.
     assert!(two < one + one / 5, "{one} -> {two}");
 }

@@ -135,8 +135,12 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             let tokenizer = std::fs::read(dir.join("tokenizer.json"))
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
-            std::fs::write(out.join("tokenizer.json"), tokenizer)
-                .map_err(|e| format!("{}: {e}", out.display()))?;
+            // Written only when it differs, as the model file is: a new mtime on the same bytes
+            // would have every crate that embeds them compiled again.
+            let held = out.join("tokenizer.json");
+            if std::fs::read(&held).ok().as_deref() != Some(tokenizer.as_slice()) {
+                std::fs::write(&held, tokenizer).map_err(|e| format!("{}: {e}", out.display()))?;
+            }
             if sha == BUILTIN_SHA256 {
                 println!("built-in model {BUILTIN_FILE} rebuilt bit for bit, sha256 {sha}");
                 Ok(())

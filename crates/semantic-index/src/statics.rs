@@ -708,7 +708,13 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Writes `bytes` to `path` by a synced temporary file and a rename, unless `path` is a regular
+/// file that holds exactly `bytes` already: rewriting the committed built-in model with its own
+/// bytes would give it a new mtime, and every crate that embeds it would be compiled again.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if holds_exactly(path, bytes) {
+        return Ok(());
+    }
     let tmp = path.with_extension("tmp");
     let fail = |source| Error::Write {
         path: path.to_path_buf(),
@@ -718,6 +724,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     file.write_all(bytes).map_err(fail)?;
     file.sync_all().map_err(fail)?;
     fs::rename(&tmp, path).map_err(fail)
+}
+
+/// Whether `path` is a regular file (not reached through a symlink) holding exactly `bytes`. Its
+/// size is compared before a byte is read.
+fn holds_exactly(path: &Path, bytes: &[u8]) -> bool {
+    let same_size = fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64);
+    same_size && fs::read(path).is_ok_and(|held| held == bytes)
 }
 
 /// A principal component projection: the mean and the leading eigenvectors of the covariance.
@@ -978,5 +992,29 @@ mod tests {
         let mut sorted = order(15);
         sorted.sort_unstable();
         assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+    }
+
+    /// The same bytes again leave the file as it was (its inode, so its mtime, is the first
+    /// write's); other bytes, or a symlink where the file should be, are written anew.
+    #[cfg(unix)]
+    #[test]
+    fn a_file_already_holding_the_bytes_is_not_rewritten() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.bin");
+        let inode = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
+        super::write_atomically(&path, b"same bytes").unwrap();
+        let first = inode(&path);
+        super::write_atomically(&path, b"same bytes").unwrap();
+        assert_eq!(inode(&path), first, "identical bytes were written again");
+        super::write_atomically(&path, b"other bytes").unwrap();
+        assert_ne!(inode(&path), first);
+        assert_eq!(fs::read(&path).unwrap(), b"other bytes");
+        let target = dir.path().join("target.bin");
+        fs::write(&target, b"linked bytes").unwrap();
+        let link = dir.path().join("linked.bin");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        super::write_atomically(&link, b"linked bytes").unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().is_file());
     }
 }

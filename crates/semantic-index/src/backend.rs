@@ -3,8 +3,10 @@
 //! to the embedded index, and every update to both.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use embedded_index::EmbeddedIndex;
+use index_contract::limits::DEFAULT_DEADLINE_MS;
 use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
@@ -59,6 +61,11 @@ impl RepositoryIndexBackend for CompositeBackend {
             return self.index.search(request);
         }
         Box::pin(async move {
+            // The catch-up below waits for the store's writer at most the call's own deadline.
+            let deadline = Instant::now()
+                + request
+                    .deadline
+                    .unwrap_or(Duration::from_millis(DEFAULT_DEADLINE_MS));
             let head = self.index.committed_head();
             let ready = head.status.state == IndexState::Ready;
             let root = self.index.root();
@@ -80,7 +87,7 @@ impl RepositoryIndexBackend for CompositeBackend {
             // version and index status of that commit. A stale store is never served. (On this
             // thread, as `update` catches up: usually a few files, and `block_in_place` would
             // panic on a current-thread runtime.)
-            let pinned = self.semantic.catch_up_pinned(&self.index, None);
+            let pinned = self.semantic.catch_up_pinned(&self.index, Some(deadline));
             match pinned {
                 Ok((Some(p), _)) => self.semantic.search(
                     &request,
@@ -91,6 +98,11 @@ impl RepositoryIndexBackend for CompositeBackend {
                     root,
                 ),
                 Ok((None, _)) => Ok(answer),
+                // Another writer (a long build, perhaps in another process) holds the store past
+                // the deadline: the answer stays the stale one, which the gate refuses as STALE,
+                // so the call ends by its deadline and is asked again, and the worker thread it
+                // runs on is not held for that build.
+                Err(crate::StoreError::Busy) => Ok(answer),
                 Err(e) => Err(e.into()),
             }
         })

@@ -189,3 +189,44 @@ fn an_update_through_the_facade_re_embeds_the_changed_chunks_and_nothing_else() 
     // A search of a current store reads nothing.
     assert_eq!(backend.semantic.last_catch_up(), stats);
 }
+
+/// A search that finds the store behind the trigram index's newest commit, while another writer
+/// holds the store past the call's deadline, answers `stale` by that deadline (the gate refuses
+/// it as STALE) instead of waiting for the writer on the runtime's thread.
+#[test]
+fn a_search_that_finds_the_store_held_by_another_writer_answers_stale_by_its_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.rs"), "fn parse_config() {}\n").unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let backend = composite(root.path(), store.path(), "rev-1");
+    // A newer commit of the trigram index, which the store has not caught up to.
+    std::fs::write(root.path().join("b.rs"), "fn read_settings() {}\n").unwrap();
+    backend
+        .index
+        .apply(&["b.rs".to_owned()], &[], Some("rev-2"))
+        .unwrap();
+    let semantic_dir = index_storage::IndexDir::open(&store.path().join("semantic")).unwrap();
+    let held = semantic_dir
+        .lock(&mut index_storage::Wait::until(None))
+        .unwrap();
+    let mut request = SearchRequest::new("read the settings", SearchMode::Semantic);
+    request.deadline = Some(std::time::Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let searching = Arc::clone(&backend);
+    std::thread::spawn(move || {
+        let _ = tx.send(conformance::runtime().block_on(searching.search(request)));
+    });
+    let answer = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the search waited for the store's writer past its deadline")
+        .unwrap();
+    assert_eq!(answer.status.state, index_contract::IndexState::Stale);
+    assert!(answer.hits.is_empty(), "a stale store answered: {answer:?}");
+    // Once the writer is gone, the next search catches up and answers from the newer commit.
+    drop(held);
+    let answer = conformance::runtime()
+        .block_on(backend.search(SearchRequest::new("read the settings", SearchMode::Semantic)))
+        .unwrap();
+    assert_eq!(answer.status.state, index_contract::IndexState::Ready);
+    assert!(answer.hits.iter().any(|h| h.path == "b.rs"), "{answer:?}");
+}

@@ -729,8 +729,8 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 /// Whether `path` is a regular file (not reached through a symlink) holding exactly `bytes`. Its
 /// size is compared before a byte is read.
 fn holds_exactly(path: &Path, bytes: &[u8]) -> bool {
-    let same_size = fs::symlink_metadata(path)
-        .is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64);
+    let same_size =
+        fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64);
     same_size && fs::read(path).is_ok_and(|held| held == bytes)
 }
 

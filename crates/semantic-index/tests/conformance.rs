@@ -205,7 +205,7 @@ fn a_search_that_finds_the_store_held_by_another_writer_answers_stale_by_its_dea
         .index
         .apply(&["b.rs".to_owned()], &[], Some("rev-2"))
         .unwrap();
-    let semantic_dir = index_storage::IndexDir::open(&store.path().join("semantic")).unwrap();
+    let semantic_dir = index_storage::IndexDir::open(store.path().join("semantic")).unwrap();
     let held = semantic_dir
         .lock(&mut index_storage::Wait::until(None))
         .unwrap();
@@ -225,7 +225,10 @@ fn a_search_that_finds_the_store_held_by_another_writer_answers_stale_by_its_dea
     // Once the writer is gone, the next search catches up and answers from the newer commit.
     drop(held);
     let answer = conformance::runtime()
-        .block_on(backend.search(SearchRequest::new("read the settings", SearchMode::Semantic)))
+        .block_on(backend.search(SearchRequest::new(
+            "read the settings",
+            SearchMode::Semantic,
+        )))
         .unwrap();
     assert_eq!(answer.status.state, index_contract::IndexState::Ready);
     assert!(answer.hits.iter().any(|h| h.path == "b.rs"), "{answer:?}");

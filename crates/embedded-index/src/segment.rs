@@ -256,6 +256,23 @@ impl MergeConfig {
     }
 }
 
+/// Why [`write_concatenated`] wrote no segment.
+#[derive(Debug)]
+pub(crate) enum MergeError {
+    /// Reading the parts or writing the output failed: `InvalidInput` when the merged segment
+    /// would not fit a segment's u32 offsets, `InvalidData` when a part's list is damaged (the
+    /// caller then keeps the parts), any other kind from the file system.
+    Io(io::Error),
+    /// A thread encoding lists panicked: its blocks are lost, so nothing may be written.
+    Panicked,
+}
+
+impl From<io::Error> for MergeError {
+    fn from(e: io::Error) -> Self {
+        MergeError::Io(e)
+    }
+}
+
 /// A run of the merged dictionary whose lists one thread writes: where it starts in the
 /// dictionary, and where each part's dictionary stood at that trigram.
 struct MergeBlock {
@@ -274,7 +291,7 @@ pub(crate) fn write_concatenated(
     parts: &[&Segment],
     out: &mut dyn Write,
     config: MergeConfig,
-) -> io::Result<(u32, u32)> {
+) -> Result<(u32, u32), MergeError> {
     let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "merged segment too large");
     let n_docs: u64 = parts.iter().map(|p| u64::from(p.n_docs)).sum();
     let path_bytes: u64 = parts
@@ -331,7 +348,7 @@ pub(crate) fn write_concatenated(
     let postings_off = dict_off + dict.len() as u64 * 12;
     let end = postings_off + postings_len;
     if end + 4 > MAX_SEGMENT_BYTES {
-        return Err(too_large());
+        return Err(too_large().into());
     }
     let mut hasher = crc32fast::Hasher::new();
     let mut put = |bytes: &[u8]| -> io::Result<()> {
@@ -399,7 +416,7 @@ pub(crate) fn write_concatenated(
             || (Vec::new(), Vec::new()),
             |_, block, state| write_block(block, state),
         )
-        .map_err(|_| io::Error::other("a merge thread panicked"))?;
+        .map_err(|crate::parallel::Panicked| MergeError::Panicked)?;
         for block in encoded {
             put(&block?)?;
         }

@@ -17,7 +17,7 @@ use search_profile::{Prefetch, RootDir};
 
 use crate::listing::Listing;
 use crate::manifest::{FORMAT, Manifest, SegmentEntry};
-use crate::segment::{DocMeta, DocTrigrams, Encoder, Segment, Stamp, flags};
+use crate::segment::{DocMeta, DocTrigrams, Encoder, MergeError, Segment, Stamp, flags};
 use crate::snapshot::Snapshot;
 use crate::{EmbeddedIndex, EmbeddedIndexError, parallel, trigram};
 
@@ -385,11 +385,21 @@ impl EmbeddedIndex {
             }
             let parts: Vec<&Segment> = run.iter().map(|&i| &opened[i]).collect();
             let file = format!("seg-{generation}-{suffix}-m{n}.idx");
-            let mut written = None;
+            let (mut written, mut panicked) = (None, false);
             let merged = dir.write_durably_with(&file, |w| {
-                written = Some(crate::segment::write_concatenated(&parts, w, merge)?);
+                match crate::segment::write_concatenated(&parts, w, merge) {
+                    Ok(done) => written = Some(done),
+                    Err(MergeError::Io(e)) => return Err(e),
+                    Err(MergeError::Panicked) => {
+                        panicked = true;
+                        return Err(std::io::Error::other("a merge thread panicked"));
+                    }
+                }
                 Ok(())
             });
+            if panicked {
+                return Err(EmbeddedIndexError::WorkerPanicked);
+            }
             match (merged, written) {
                 (Ok(()), Some((crc32, docs))) => out.push(SegmentEntry {
                     identity: dir.stamp(&file).map(SegmentEntry::identity_of),

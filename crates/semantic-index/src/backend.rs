@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use embedded_index::EmbeddedIndex;
-use index_contract::limits::DEFAULT_DEADLINE_MS;
+use index_contract::limits::HARD_DEADLINE_MS;
 use index_contract::{
     BackendCapabilities, BackendError, BackendSearchResponse, BoxFuture, IndexState, IndexStatus,
     RemoveRequest, RepositoryIndexBackend, SearchMode, SearchRequest, UpdateRequest,
@@ -61,11 +61,13 @@ impl RepositoryIndexBackend for CompositeBackend {
             return self.index.search(request);
         }
         Box::pin(async move {
-            // The catch-up below waits for the store's writer at most the call's own deadline.
-            let deadline = Instant::now()
-                + request
-                    .deadline
-                    .unwrap_or(Duration::from_millis(DEFAULT_DEADLINE_MS));
+            // The catch-up below waits for the store's writer at most a fifth of the call's
+            // deadline (no deadline is the hard cap). The facade's clock started earlier, before
+            // its `status` refresh and a host's own wait for the store, and a writer that holds
+            // the store longer than that is building it, not committing a few files: the call
+            // then ends as `STALE` within its deadline.
+            let cap = Duration::from_millis(HARD_DEADLINE_MS);
+            let deadline = Instant::now() + request.deadline.unwrap_or(cap).min(cap) / 5;
             let head = self.index.committed_head();
             let ready = head.status.state == IndexState::Ready;
             let root = self.index.root();

@@ -114,7 +114,7 @@ impl Extractor {
         let bytes = &self.buf[skip.min(n)..n];
         let nul = memchr::memchr(0, bytes);
         // The last three bytes folded, rolling, and how many bytes since the last line break
-        // (at most 3): one fold and one comparison per byte, and no bytes carried across chunks.
+        // (at most 2): one fold and one comparison per byte, and no bytes carried across chunks.
         let (mut window, mut run) = (scan.window, scan.run);
         for &b in &bytes[..nul.unwrap_or(bytes.len())] {
             if b == b'\n' {

@@ -129,18 +129,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
             let model = StaticModel::load(&dir)
                 .map_err(|e| format!("{e} (run `cargo xtask model static`)"))?;
             std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-            let sha = model
-                .quantized()
-                .write_file(&out.join(BUILTIN_FILE))
-                .map_err(|e| e.to_string())?;
-            let tokenizer = std::fs::read(dir.join("tokenizer.json"))
-                .map_err(|e| format!("{}: {e}", dir.display()))?;
-            // Written only when it differs, as the model file is: a new mtime on the same bytes
-            // would have every crate that embeds them compiled again.
-            let held = out.join("tokenizer.json");
-            if std::fs::read(&held).ok().as_deref() != Some(tokenizer.as_slice()) {
-                std::fs::write(&held, tokenizer).map_err(|e| format!("{}: {e}", out.display()))?;
-            }
+            let sha = model.write_builtin(&dir, &out).map_err(|e| e.to_string())?;
             if sha == BUILTIN_SHA256 {
                 println!("built-in model {BUILTIN_FILE} rebuilt bit for bit, sha256 {sha}");
                 Ok(())

@@ -288,6 +288,21 @@ impl StaticModel {
         Ok(digest)
     }
 
+    /// Writes the built-in model into the directory `into`: this model quantized to int8
+    /// ([`BUILTIN_FILE`]) and the tokenizer of the model directory `from`. Each is written by a
+    /// rename, and only when its bytes differ from what `into` holds. Returns the model file's
+    /// hex sha256.
+    pub fn write_builtin(&self, from: &Path, into: &Path) -> Result<String, Error> {
+        let sha = self.quantized().write_file(&into.join(BUILTIN_FILE))?;
+        let tokenizer = from.join("tokenizer.json");
+        let bytes = fs::read(&tokenizer).map_err(|source| Error::Read {
+            path: tokenizer,
+            source,
+        })?;
+        write_atomically(&into.join("tokenizer.json"), &bytes)?;
+        Ok(sha)
+    }
+
     /// Writes the model's file (no `.sha256` beside it) to `path`, by a rename. Returns the hex
     /// sha256: `cargo xtask model static` writes the built-in model so.
     pub fn write_file(&self, path: &Path) -> Result<String, Error> {
